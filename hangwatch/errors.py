@@ -1,0 +1,65 @@
+"""hangwatch's errors. Foreign errors (psutil, pynvml, subprocess, yaml) stop at the module that
+calls the foreign library and come out as one of these.
+
+    HangwatchError
+     ├── BundleError        a bundle that cannot be read (path, meta.json, format, archive)
+     ├── RuleError          a rule file that cannot be loaded (file:line:column: reason)
+     ├── SourceUnavailable  a live source that cannot run here (recorded as Missing, never fatal)
+     └── TargetError        the pid to watch is gone or is not an inference server
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class HangwatchError(Exception):
+    """Base error; `help_text` says what to try."""
+
+    help_text: str = ""
+
+
+class BundleError(HangwatchError, ValueError):
+    help_text = "A bundle is a directory (or .tar.gz) with a meta.json holding {\"format\": \"hangwatch-bundle/1\"}."
+
+
+@dataclass(frozen=True)
+class RuleLocation:
+    path: str
+    line: int | None = None
+    column: int | None = None
+
+    def __str__(self) -> str:
+        out = self.path
+        if self.line is not None:
+            out += f":{self.line}"
+            if self.column is not None:
+                out += f":{self.column}"
+        return out
+
+
+class RuleError(HangwatchError, ValueError):
+    help_text = "Run `hangwatch rules check DIR` to list every problem; docs/rules.md describes the format."
+
+    def __init__(self, reason: str, location: RuleLocation | None = None):
+        self.reason = reason
+        self.location = location
+        super().__init__(f"{location}: {reason}" if location else reason)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and (self.reason, self.location) == (other.reason, other.location)  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.reason, self.location))
+
+
+class SourceUnavailable(HangwatchError):
+    """A source cannot run here; `hint` says how to enable it."""
+
+    def __init__(self, source: str, reason: str, hint: str | None = None):
+        self.source, self.reason, self.hint = source, reason, hint
+        super().__init__(f"{source}: {reason}")
+
+
+class TargetError(HangwatchError, LookupError):
+    help_text = "Give the pid of the launcher (python -m sglang.launch_server / vllm serve) or of any scheduler."

@@ -1,0 +1,295 @@
+"""Evidence and verdict types: plain frozen data, no I/O.
+
+Sources and the bundle reader produce these; `classify` consumes them. Field shapes follow
+shared/BUNDLE.md so that a live snapshot and a bundle on disk are the same thing.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+class State(str, enum.Enum):
+    STARTING = "starting"
+    PROGRESSING = "progressing"
+    STALLED = "stalled"
+    READY = "ready"
+    CRASHED = "crashed"
+
+
+class Phase(str, enum.Enum):
+    """Startup phases in the order a healthy server passes them."""
+
+    LAUNCH = "launch"  # processes spawned, nothing engine-specific logged yet
+    DIST_INIT = "dist_init"
+    WEIGHT_LOAD = "weight_load"
+    KV_CACHE = "kv_cache"
+    ATTN_BACKEND = "attn_backend"  # attention backend init, kernel JIT, torch.compile
+    CUDA_GRAPH = "cuda_graph"
+    HTTP_UP = "http_up"  # port bound / uvicorn up
+    WARMUP = "warmup"  # the server's own warm-up request
+    READY = "ready"
+
+    @property
+    def order(self) -> int:
+        return list(Phase).index(self)
+
+
+class Origin(str, enum.Enum):
+    """Where a stack frame's code lives."""
+
+    ENGINE = "engine"  # sglang / vllm
+    TORCH = "torch"
+    LIBRARY = "library"  # any other installed package or the stdlib
+    USER = "user"  # a file outside site-packages and the stdlib
+    NATIVE = "native"  # C/C++/CUDA frame
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a fact came from: a file of the bundle (or live source) and a position in it."""
+
+    file: str  # "server.log", "stacks/TP0.json", "gpus.json", "procs.json", "cmdline.txt", ...
+    line: int | None = None  # 1-based line in `file`
+    detail: str | None = None  # e.g. "rank TP0", "t=12.0s", "GPU 0"
+
+    def __str__(self) -> str:
+        out = self.file if self.line is None else f"{self.file}:{self.line}"
+        return f"{out} ({self.detail})" if self.detail else out
+
+
+# ---------------------------------------------------------------- log
+
+
+@dataclass(frozen=True)
+class LogLine:
+    lineno: int  # 1-based line number in the log
+    text: str  # cleaned: ANSI stripped, the last \r-segment of a tqdm line, decoded with replacement
+    rank: str | None = None  # "TP0", "DP0_TP3", None for the launcher / unprefixed lines
+    process: str | None = None  # vLLM process name ("EngineCore", "Worker_TP1", ...)
+    timestamp: str | None = None  # as written in the log ("2026-11-29 23:43:26", "08-14 10:01:27")
+    message: str = ""  # the text after the engine's prefix
+    updates: int = 1  # tqdm: how many \r-separated updates the raw line held
+
+
+@dataclass(frozen=True)
+class PhaseEvent:
+    """A log line that marks entering (or finishing) a startup phase on one rank."""
+
+    phase: Phase
+    rank: str | None
+    lineno: int
+    text: str
+    end: bool = False  # True for "... end." lines: the phase finished
+    progress: tuple[int, int] | None = None  # (n, total) from a tqdm bar
+    detail: Mapping[str, str] = field(default_factory=dict)  # parsed fields (backend, nccl version, ...)
+
+
+# ---------------------------------------------------------------- processes, ports, GPUs
+
+
+@dataclass(frozen=True)
+class ProcessRecord:
+    pid: int
+    ppid: int | None
+    cmdline: str
+    role: str  # launcher, scheduler, detokenizer, tokenizer, dp_controller, engine_core, worker, compiler, other
+    rank: str | None = None
+    state: str | None = None  # ps-style single letter: R, S, D, Z, T
+    cpu_percent: float | None = None
+    rss_mib: float | None = None
+    alive: bool = True
+    exit_code: int | None = None  # negative: killed by that signal
+    cpu_time_s: float | None = None
+    num_threads: int | None = None
+
+
+@dataclass(frozen=True)
+class ListeningSocket:
+    host: str
+    port: int
+    pid: int | None = None
+    process: str | None = None
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    pid: int
+    used_mib: float | None = None
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    index: int
+    name: str | None = None
+    uuid: str | None = None
+    compute_capability: str | None = None  # "9.0", "12.0"
+    memory_used_mib: float | None = None
+    memory_total_mib: float | None = None
+    utilization_pct: float | None = None
+    processes: tuple[GpuProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    t: float  # seconds since the observation started
+    gpus: tuple[GpuInfo, ...]
+
+
+# ---------------------------------------------------------------- stacks
+
+
+@dataclass(frozen=True)
+class Frame:
+    function: str  # bare name: "capture_one_shape", "ncclCommInitRankConfig"
+    qualname: str  # "CudaGraphRunner.capture" where known, else the function
+    file: str | None = None  # relative to its package root: "sglang/srt/managers/scheduler.py"
+    line: int | None = None
+    origin: Origin = Origin.LIBRARY
+    library: str | None = None  # top package ("sglang", "torch", "flashinfer") or .so name
+
+    @property
+    def display(self) -> str:
+        name = self.qualname if len(self.qualname) <= 120 else self.qualname[:100] + "…" + self.qualname[-15:]
+        where = self.file or self.library or "?"
+        return f"{name} ({where}:{self.line})" if self.line else f"{name} ({where})"
+
+
+@dataclass(frozen=True)
+class ThreadStack:
+    name: str | None
+    thread_id: int | None
+    frames: tuple[Frame, ...]  # innermost first
+    active: bool | None = None
+
+    @property
+    def top(self) -> Frame | None:
+        return self.frames[0] if self.frames else None
+
+
+@dataclass(frozen=True)
+class ProcessStack:
+    """One dump of one process: all its threads at one moment."""
+
+    label: str  # rank label ("TP0") or pid as text
+    pid: int | None
+    threads: tuple[ThreadStack, ...]
+    source: Source
+    sample: int = 0  # N-th sample of this process
+    native: bool = False
+    t: float | None = None
+
+    @property
+    def main(self) -> ThreadStack | None:
+        for thread in self.threads:
+            if thread.name in ("MainThread", None) or thread.thread_id == self.pid:
+                return thread
+        return self.threads[0] if self.threads else None
+
+
+# ---------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class Missing:
+    """Evidence that could not be collected, and how to get it."""
+
+    source: str  # "stacks", "gpus", "ports", "log", ...
+    reason: str
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Everything known about one server start at one moment (live) or from one bundle."""
+
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    engine: str | None = None  # "sglang", "vllm", None when unknown
+    log: tuple[LogLine, ...] = ()
+    phases: tuple[PhaseEvent, ...] = ()
+    cmdline: str | None = None
+    flags: Mapping[str, str | bool] = field(default_factory=dict)  # "--tp" -> "8", "--disable-cuda-graph" -> True
+    env: Mapping[str, str] = field(default_factory=dict)
+    procs: tuple[ProcessRecord, ...] = ()
+    ports: tuple[ListeningSocket, ...] = ()
+    ports_text: str | None = None
+    gpus: tuple[GpuSample, ...] = ()
+    stacks: tuple[ProcessStack, ...] = ()
+    dmesg: tuple[str, ...] = ()
+    missing: tuple[Missing, ...] = ()
+    observed_for_s: float | None = None
+    since_last_progress_s: float | None = None  # None: unknown (e.g. a bundle pasted from a report)
+    progress_signals: tuple[str, ...] = ()  # what moved recently ("log", "gpu_memory", "compiler", ...)
+    server_port: int | None = None
+
+
+# ---------------------------------------------------------------- verdict
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One piece of evidence that decided a verdict, with where it came from."""
+
+    text: str
+    source: Source
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"text": self.text, "source": str(self.source)}
+
+
+@dataclass(frozen=True)
+class RunnerUp:
+    cause: str
+    rule: str
+    confidence: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    state: State
+    cause: str | None  # a CAUSES.md id; None while healthy
+    confidence: float  # 0..1
+    rule: str | None = None
+    title: str | None = None
+    message: str | None = None
+    phase: Phase | None = None  # the phase of the rank furthest behind
+    phases: Mapping[str, Phase] = field(default_factory=dict)  # rank ("main" for unprefixed) -> phase
+    evidence: tuple[Fact, ...] = ()
+    remedy: str | None = None
+    ranks: tuple[str, ...] = ()  # culprit ranks
+    runners_up: tuple[RunnerUp, ...] = ()
+    missing: tuple[Missing, ...] = ()
+    since_s: float | None = None  # seconds since the last progress (when the stall began)
+    engine: str | None = None
+    references: tuple[str, ...] = ()
+
+    @property
+    def confidence_label(self) -> str:
+        if self.confidence >= 0.75:
+            return "high"
+        return "medium" if self.confidence >= 0.45 else "low"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "state": self.state.value,
+            "cause": self.cause,
+            "confidence": round(self.confidence, 2),
+            "confidence_label": self.confidence_label,
+            "rule": self.rule,
+            "title": self.title,
+            "message": self.message,
+            "phase": self.phase.value if self.phase else None,
+            "phases": {rank: phase.value for rank, phase in self.phases.items()},
+            "evidence": [fact.to_dict() for fact in self.evidence],
+            "remedy": self.remedy,
+            "ranks": list(self.ranks),
+            "runners_up": [
+                {"cause": r.cause, "rule": r.rule, "confidence": round(r.confidence, 2)} for r in self.runners_up
+            ],
+            "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in self.missing],
+            "since_s": None if self.since_s is None else round(self.since_s, 1),
+            "engine": self.engine,
+            "references": list(self.references),
+        }
