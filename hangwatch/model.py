@@ -72,6 +72,7 @@ class LogLine:
     timestamp: str | None = None  # as written in the log ("2026-11-29 23:43:26", "08-14 10:01:27")
     message: str = ""  # the text after the engine's prefix
     updates: int = 1  # tqdm: how many \r-separated updates the raw line held
+    pid: int | None = None  # writer's pid where the prefix names it (vLLM `(X pid=N)`, NCCL `host:pid:tid`)
 
 
 @dataclass(frozen=True)
@@ -104,6 +105,10 @@ class ProcessRecord:
     exit_code: int | None = None  # negative: killed by that signal
     cpu_time_s: float | None = None
     num_threads: int | None = None
+    # rchar + read_bytes from /proc/PID/io: a monotonic "this process is reading" counter for
+    # progress detection (weights via read() count in rchar, via mmap page faults in read_bytes)
+    io_read_bytes: int | None = None
+    create_time: float | None = None  # epoch seconds; with pid, identifies a process across samples
 
 
 @dataclass(frozen=True)

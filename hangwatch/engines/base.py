@@ -1,0 +1,214 @@
+"""What every engine shares: phase markers over log lines, process roles, rank positions.
+
+An engine is data (a table of `Marker`s and a few regexes) plus two small hooks, so adding a
+server version means adding table rows, not code paths.
+
+Phase of an event = the startup phase in which the line is *printed*. A fact printed elsewhere
+(SGLang's default attention backend is chosen by the launcher while it resolves arguments; vLLM
+names its backend while building the model inside weight loading) keeps that phase and carries
+the fact in `detail`, so a rank's position is never pulled ahead of where it really is.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping, Sequence
+
+from hangwatch.model import LogLine, Phase, PhaseEvent
+
+MAIN = "main"  # rank key for events with no rank (launcher, unprefixed single-rank logs)
+
+# tqdm tail, for both SGLang's `n% Completed | n/total [` bar format and tqdm's default
+# `n%|███   | n/total [`; optional because a bar can be cut mid-write.
+TQDM_TAIL = r"(?::\s+\d+%(?: Completed \| |\|[^|]*\| )(?P<n>\d+)/(?P<total>\d+) \[)?"
+
+
+@dataclass(frozen=True)
+class Marker:
+    """One kind of log line that says where a rank is."""
+
+    phase: Phase
+    needle: str  # a literal the message must contain: a cheap filter before the regex
+    pattern: re.Pattern[str]  # searched in the message; named groups become `detail`
+    end: bool = False
+    fixed: Mapping[str, str] = field(default_factory=dict)  # detail added to every match
+
+    def event(self, line: LogLine, message: str) -> PhaseEvent | None:
+        if self.needle not in message:
+            return None
+        m = self.pattern.search(message)
+        if m is None:
+            return None
+        groups = {k: v for k, v in m.groupdict().items() if v is not None}
+        progress = _progress(groups)
+        detail = {**self.fixed, **groups}
+        return PhaseEvent(self.phase, line.rank, line.lineno, line.text, self.end, progress, detail)
+
+
+def marker(phase: Phase, needle: str, regex: str, *, end: bool = False, **fixed: str) -> Marker:
+    return Marker(phase, needle, re.compile(regex), end, fixed)
+
+
+def bar(phase: Phase, needle: str, desc_regex: str, **fixed: str) -> Marker:
+    """A tqdm bar whose description matches `desc_regex`; (n, total) becomes `progress`."""
+    return marker(phase, needle, f"(?P<desc>{desc_regex}){TQDM_TAIL}", **fixed)
+
+
+def _progress(groups: dict[str, str]) -> tuple[int, int] | None:
+    n, total = groups.pop("n", None), groups.pop("total", None)
+    if n is None or total is None:
+        return None
+    return int(n), int(total)
+
+
+# Lines any engine's log can hold: NCCL, gloo, FlashInfer JIT, weight shard bars, uvicorn.
+COMMON_MARKERS: tuple[Marker, ...] = (
+    marker(Phase.DIST_INIT, "using nccl==", r"(?:sglang|vLLM) is using nccl==(?P<nccl_version>\S+)"),
+    marker(Phase.DIST_INIT, "NCCL version", r"NCCL version (?P<nccl_version>\d[\w.+\-]*)"),
+    marker(Phase.DIST_INIT, "[Gloo] Rank", r"\[Gloo\] Rank (?P<gloo_rank>\d+) is connected to (?P<peers>\d+) peer"),
+    bar(
+        Phase.WEIGHT_LOAD,
+        "oading",
+        r"Multi-thread loading (?:pt checkpoint )?shards|Loading (?:safetensors|pt|np_cache) checkpoint shards"
+        r"|Loading safetensors using [\w ]+?",
+    ),
+    marker(Phase.ATTN_BACKEND, "Finished loading JIT ops", r"Finished loading JIT ops: (?P<jit>\S+)", end=True),
+    marker(Phase.ATTN_BACKEND, "Loading JIT ops", r"Loading JIT ops: (?P<jit>\S+)"),
+    marker(Phase.ATTN_BACKEND, "FlashInfer autotune completed", r"FlashInfer autotune completed", end=True),
+    marker(Phase.ATTN_BACKEND, "Running FlashInfer autotune", r"Running FlashInfer autotune"),
+    marker(Phase.HTTP_UP, "Started server process", r"^Started server process \[(?P<server_pid>\d+)\]"),
+    marker(Phase.HTTP_UP, "Waiting for application startup", r"^Waiting for application startup\."),
+    marker(Phase.HTTP_UP, "Application startup complete", r"^Application startup complete\.", step="app_startup"),
+    marker(
+        Phase.HTTP_UP,
+        "Uvicorn running on",
+        r"Uvicorn running on (?:(?P<scheme>https?)://)?(?P<host>\[[^\]]+\]|[^\s:]+):(?P<port>\d+)",
+        end=True,
+    ),
+)
+
+
+_TP0 = re.compile(r"(?:^|_)TP0(?:_|$)")
+
+
+def _is_rank0(rank: str) -> bool:
+    return "TP" not in rank or _TP0.search(rank) is not None
+
+
+def _attribute_bars(events: list[PhaseEvent]) -> list[PhaseEvent]:
+    """A tqdm bar has no log prefix. SGLang and vLLM draw weight and graph bars only on (TP) rank 0,
+    so an unprefixed bar belongs to the latest rank-0 event of the same phase, when there is one."""
+    last_rank0: dict[Phase, str] = {}
+    out = []
+    for event in events:
+        if event.rank is not None and _is_rank0(event.rank):
+            last_rank0[event.phase] = event.rank
+        elif event.rank is None and "desc" in event.detail and event.phase in last_rank0:
+            event = replace(event, rank=last_rank0[event.phase])
+        out.append(event)
+    return out
+
+
+# ---------------------------------------------------------------- process roles
+
+_SPAWN_CHILD = re.compile(r"from multiprocessing\.(?:spawn import spawn_main|resource_tracker import main)")
+_COMPILERS = frozenset(
+    {"nvcc", "ninja", "cicc", "ptxas", "gcc", "g++", "cc", "c++", "cc1", "cc1plus", "clang", "clang++",
+     "ld", "fatbinary", "nvlink", "cudafe++", "nvdisasm"}
+)  # fmt: skip
+_INDUCTOR_WORKER = re.compile(r"torch[/.]_inductor[/.]compile_worker")
+
+
+def clean_cmdline(cmdline: str) -> str:
+    """/proc/PID/cmdline joins argv with NULs and setproctitle pads with them."""
+    return cmdline.replace("\x00", " ").strip()
+
+
+def common_role(cmdline: str) -> tuple[str, str | None] | None:
+    """Roles that do not depend on the engine: compilers, and spawned children not yet titled.
+
+    A `spawn_main` child is a scheduler (or worker) that has not set its title yet, or the
+    resource tracker; only its parent tells which, so it is "other" here and discovery decides.
+    """
+    if _SPAWN_CHILD.search(cmdline):
+        return "other", None
+    argv0 = cmdline.split(" ", 1)[0].rsplit("/", 1)[-1]
+    if argv0 in _COMPILERS or _INDUCTOR_WORKER.search(cmdline):
+        return "compiler", None
+    return None
+
+
+# ---------------------------------------------------------------- the engine
+
+
+class Engine:
+    """Knowledge of one server. Subclasses fill the tables and the role hook."""
+
+    name: str = ""
+    default_port: int = 0
+    markers: tuple[Marker, ...] = ()  # engine-specific markers, tried before COMMON_MARKERS
+    log_signals: tuple[re.Pattern[str], ...] = ()  # message patterns only this engine prints
+
+    def phase_events(self, lines: Iterable[LogLine]) -> tuple[PhaseEvent, ...]:
+        """One event at most per line: the first marker that matches (specific before common)."""
+        table = self.markers + COMMON_MARKERS
+        events = []
+        for line in lines:
+            message = line.message or line.text
+            for mk in table:
+                event = mk.event(line, message)
+                if event is not None:
+                    events.append(event)
+                    break
+        return self._finish(_attribute_bars(events))
+
+    def _finish(self, events: list[PhaseEvent]) -> tuple[PhaseEvent, ...]:
+        """Hook for rules that need context across lines (vLLM's readiness)."""
+        return tuple(events)
+
+    def process_role(self, cmdline: str) -> tuple[str, str | None] | None:
+        """(role, rank) for a process of this engine, None for a process that is not one."""
+        cmdline = clean_cmdline(cmdline)
+        return self._role(cmdline) or common_role(cmdline)
+
+    def _role(self, cmdline: str) -> tuple[str, str | None] | None:
+        raise NotImplementedError
+
+    def owns_cmdline(self, cmdline: str) -> bool:
+        """True when the command line is one of this engine's own processes (not a compiler)."""
+        role = self._role(clean_cmdline(cmdline))
+        return role is not None
+
+    def log_score(self, lines: Sequence[LogLine]) -> int:
+        return sum(1 for line in lines for pattern in self.log_signals if pattern.search(line.text))
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.name}>"
+
+
+# ---------------------------------------------------------------- positions
+
+
+def rank_key(rank: str | None) -> str:
+    return rank if rank is not None else MAIN
+
+
+def rank_positions(events: Iterable[PhaseEvent]) -> dict[str, tuple[Phase, bool]]:
+    """rank -> (phase of its latest event, whether that event ended the phase).
+
+    Latest in log order, not the furthest phase: vLLM compiles (attn_backend) before it sizes
+    the KV cache, and a JIT during SGLang's graph capture should show as the JIT. READY is
+    sticky: access-log and other lines after it do not move a rank back.
+    """
+    out: dict[str, tuple[Phase, bool]] = {}
+    for event in events:
+        key = rank_key(event.rank)
+        if out.get(key, (None,))[0] is Phase.READY:
+            continue
+        out[key] = (event.phase, event.end)
+    return out
+
+
+def ready_seen(events: Iterable[PhaseEvent]) -> bool:
+    return any(event.phase is Phase.READY for event in events)

@@ -1,0 +1,114 @@
+"""SGLang: log markers for 0.4.6, 0.5.9 and 0.5.23, process titles, default port.
+
+Strings and regexes come from shared/reference/sglang-startup.md §2-§4 and §8; each row is the
+union over the three versions of one mechanism (a phase's begin line, its end line, its bar).
+"""
+
+from __future__ import annotations
+
+import re
+
+from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.logs import rank_from_name
+from hangwatch.model import Phase
+
+_GRAPH = r"(?:piecewise )?(?:cuda|CUDA|cpu|CPU|npu|NPU|xpu|XPU) graph"
+_CAPTURE_NAME = rf"^Capture (?:(?:target|draft) (?:prefill|decode|verify) )?{_GRAPH}"
+
+MARKERS: tuple[Marker, ...] = (
+    # launcher, while resolving arguments (before any rank starts): LAUNCH, backend in detail
+    marker(
+        Phase.LAUNCH,
+        "Attention backend not",
+        r"Attention backend not (?:specified|set)\. Use (?P<attention_backend>\w+) backend by default\.",
+    ),
+    # 1. distributed init (0.5.23 "Init parallel"; 0.4.6/0.5.9 "Init torch distributed")
+    marker(Phase.DIST_INIT, "Init ", r"^Init (?:parallel|torch distributed) begin\."),
+    marker(Phase.DIST_INIT, "Init ", r"^Init (?:parallel|torch distributed) ends\.", end=True),
+    marker(Phase.DIST_INIT, "Memory baseline taken", r"^Memory baseline taken\.", end=True, step="memory_baseline"),
+    marker(Phase.DIST_INIT, "Gated launch", r"^Gated launch (?:waiting for activation|activated)"),
+    marker(Phase.DIST_INIT, "warmup completed in", r"^(?:NCCL|RCCL|HCCL)(?:/\w+)* warmup completed in"),
+    marker(Phase.DIST_INIT, "Custom allreduce failed", r"Setup Custom allreduce failed", step="custom_allreduce"),
+    # 2. weights
+    marker(Phase.WEIGHT_LOAD, "Load weight begin", r"^Load weight begin\."),
+    marker(Phase.WEIGHT_LOAD, "Load weight end", r"^Load weight end\.", end=True),
+    marker(Phase.WEIGHT_LOAD, "Found local HF snapshot", r"^Found local HF snapshot"),
+    # 3. KV pool
+    marker(
+        Phase.KV_CACHE,
+        "KV Cache ",
+        r"KV Cache (?:is allocated|VA upper bound)\. (?:dtype: (?P<kv_dtype>[^,]+), )?#tokens: (?P<tokens>\d+)",
+    ),
+    marker(Phase.KV_CACHE, "Memory pool end", r"^Memory pool end\.", end=True),
+    marker(Phase.KV_CACHE, "Using KV cache dtype", r"^Using KV cache dtype: (?P<kv_dtype>\S+)"),
+    marker(Phase.KV_CACHE, "available memory for KV cache", r"The available memory for KV cache is"),
+    # 4-5. attention backend, kernel JIT, autotune, torch.compile (FlashInfer rows are common)
+    marker(Phase.ATTN_BACKEND, "DeepGEMM JIT Pre-Compile", r"Entering DeepGEMM JIT Pre-Compile session", jit="deep_gemm"),
+    marker(Phase.ATTN_BACKEND, "DeepGEMM JIT Compiling", r"Try DeepGEMM JIT Compiling for <(?P<kernel>\w+)>", jit="deep_gemm"),
+    bar(Phase.ATTN_BACKEND, "DeepGEMM warmup", r"DeepGEMM warmup", jit="deep_gemm"),
+    marker(Phase.ATTN_BACKEND, "Cached JIT module", r"Cached JIT module (?P<jit>\S+) failed to load; rebuilding"),
+    bar(Phase.ATTN_BACKEND, "Compiling num tokens", r"Compiling num tokens \(num_tokens=\d+\)", jit="torch_compile"),
+    # 6. CUDA graph capture
+    marker(Phase.CUDA_GRAPH, "Capture ", _CAPTURE_NAME + r" begin\."),
+    marker(Phase.CUDA_GRAPH, "Capture ", _CAPTURE_NAME + r" end\.", end=True),
+    marker(Phase.CUDA_GRAPH, "Capture cuda graph bs", r"^Capture cuda graph bs "),
+    marker(Phase.CUDA_GRAPH, "Capture cuda graph failed", r"Capture cuda graph failed", step="capture_failed"),
+    bar(Phase.CUDA_GRAPH, "Capturing ", r"Capturing batches \((?:bs=\d+ )?avail_mem=[\d.]+ GB\)"),
+    bar(Phase.CUDA_GRAPH, "Capturing ", r"Capturing (?:prefill shape|num tokens) \(num_tokens=\d+ avail_mem=[\d.]+ GB\)"),
+    marker(Phase.CUDA_GRAPH, "cuda graph addresses", r"Registering \d+ cuda graph addresses"),
+    # 7. the scheduler's summary: it has finished its init and is about to report ready
+    marker(Phase.CUDA_GRAPH, "max_total_num_tokens=", r"^max_total_num_tokens=", end=True, step="scheduler_ready"),
+    # 8. launcher: every scheduler ready, uvicorn next (uvicorn rows are common)
+    marker(Phase.HTTP_UP, "Engine startup timings", r"^Engine startup timings \(s\):"),
+    marker(
+        Phase.HTTP_UP,
+        "Granian",
+        r"Starting embedded Granian HTTP/2 server on (?P<host>\[[^\]]+\]|[^\s:]+):(?P<port>\d+)",
+        end=True,
+    ),
+    # 9. warm-up request (access-log lines reach the log only when stdout is captured too)
+    marker(Phase.WARMUP, "Warmup ended", r"^Warmup ended"),
+    marker(Phase.WARMUP, "warmup error", r"Initialization failed\. warmup error", step="warmup_error"),
+    marker(Phase.WARMUP, " HTTP/", r'"(?:GET|POST) /(?:get_model_info|model_info|generate|encode|v1/chat/completions) HTTP/'),
+    marker(Phase.READY, "fired up", r"The server is fired up and ready to roll!", end=True),
+)
+
+# `sglang::scheduler_DP0_TP3`, `sglang::detokenizer`, `sglang::tokenizer_worker:4242`
+_TITLE = re.compile(
+    r"^sglang::(?P<name>[A-Za-z_]+?)"
+    r"(?:_(?P<ranks>(?:(?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+_?)+))?(?::(?P<arg>\S+))?(?:\s|$)"
+)
+_TITLE_ROLES = {
+    "scheduler": "scheduler",
+    "detokenizer": "detokenizer",
+    "detokenizer_router": "detokenizer",
+    "data_parallel_controller": "dp_controller",
+    "tokenizer_worker": "tokenizer",
+}
+_LAUNCHER = re.compile(
+    r"(?:^|\s)(?:-m\s+)?(?:\S*/)?sglang[./](?:launch_server|srt\.server)\b"  # python -m sglang.launch_server
+    r"|(?:^|\s|/)sglang\s+serve\b"  # the `sglang serve` CLI
+)
+
+
+class SGLang(Engine):
+    name = "sglang"
+    default_port = 30000
+    markers = MARKERS
+    log_signals = (
+        re.compile(r"^\[[\d\-: .]+ (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: \w+\d+)*\] "),
+        re.compile(r"Init (?:parallel|torch distributed) begin\.|Load weight begin\. avail mem="),
+        re.compile(r"sglang is using nccl==|The server is fired up and ready to roll!|server_args=ServerArgs\("),
+        re.compile(r"[/\\]sglang[/\\]srt[/\\]|\bsglang::(?:scheduler|detokenizer)"),
+    )
+
+    def _role(self, cmdline: str) -> tuple[str, str | None] | None:
+        m = _TITLE.match(cmdline)
+        if m:
+            return _TITLE_ROLES.get(m["name"], "other"), rank_from_name(m["ranks"] or "")
+        if _LAUNCHER.search(cmdline):
+            return "launcher", None
+        return None
+
+
+SGLANG = SGLang()

@@ -1,0 +1,112 @@
+"""vLLM (V1, 0.11 and 0.33; a few V0 strings): log markers, process titles, default port.
+
+Strings from shared/reference/sglang-startup.md §9. vLLM has no "ready" line of its own: the API
+server builds its engine client (which blocks until the engine core reports READY) before it
+logs `Starting vLLM ... server` and the routes, then uvicorn logs `Application startup complete.`
+once it serves on the pre-bound socket. So that uvicorn line is READY only when the log has
+already shown the engine up; otherwise (a log tail that starts late, a foreign uvicorn app) it
+is the end of HTTP_UP.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.logs import rank_from_name
+from hangwatch.model import Phase, PhaseEvent
+
+MARKERS: tuple[Marker, ...] = (
+    marker(Phase.LAUNCH, "LLM engine", r"Initializing an? (?:V1 )?LLM engine \(v?(?P<vllm_version>[^)\s]+)\)"),
+    marker(Phase.LAUNCH, "API server version", r"vLLM API server version (?P<vllm_version>\S+)"),
+    marker(Phase.LAUNCH, "core engine proc", r"Waiting for \d+ local, \d+ remote core engine proc"),
+    # distributed init (per worker; the PyNccl version row is common)
+    marker(Phase.DIST_INIT, "distributed_init_method=", r"world_size=\d+ rank=\d+ local_rank=\d+ distributed_init_method="),
+    marker(Phase.DIST_INIT, "is assigned as", r"rank \d+ in world size \d+ is assigned as", end=True),
+    marker(Phase.DIST_INIT, "Custom allreduce is disabled", r"Custom allreduce is disabled", step="custom_allreduce"),
+    # weights; the backend is chosen while the model is built, inside this phase
+    marker(Phase.WEIGHT_LOAD, "Starting to load model", r"Starting to load model (?P<model>\S+?)(?:\.\.\.)?$"),
+    marker(Phase.WEIGHT_LOAD, " took ", r"^Loading (?:model )?weights took", end=True),
+    marker(Phase.WEIGHT_LOAD, "Model loading took", r"^Model loading took", end=True),
+    marker(
+        Phase.WEIGHT_LOAD,
+        "backend",
+        # "Using TRITON backend for Unquantized MoE" names a MoE kernel, not attention
+        r"^Using (?P<attention_backend>[\w.]+(?: [A-Z]\w*)*?) (?:attention )?backend\b(?! for )",
+    ),
+    # torch.compile and kernel JIT in the profiling run (FlashInfer rows are common)
+    marker(Phase.ATTN_BACKEND, "torch.compile", r"torch\.compile (?:took|takes) [\d.]+ s in total", end=True),
+    marker(Phase.ATTN_BACKEND, "Starting torch.compile", r"Starting torch\.compile", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "Dynamo bytecode transform", r"Dynamo bytecode transform time", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "Compiling a graph for", r"Compiling a graph for", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "torch.compile", r"Using cache directory: .* for vLLM's torch\.compile", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "compiled graph", r"Directly load the compiled graph", jit="torch_compile"),
+    # KV cache sizing
+    marker(Phase.KV_CACHE, "Available KV cache memory", r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
+    marker(Phase.KV_CACHE, "KV cache size:", r"KV cache size: (?P<tokens>[\d,]+) tokens", end=True),
+    marker(Phase.KV_CACHE, "Maximum concurrency for", r"^Maximum concurrency for", end=True),
+    marker(Phase.KV_CACHE, "blocks:", r"# (?:GPU|cuda) blocks: (?P<gpu_blocks>\d+)", end=True),
+    # CUDA graphs
+    bar(Phase.CUDA_GRAPH, "Capturing CUDA graph", r"Capturing CUDA graphs? \([^)]*\)"),
+    marker(Phase.CUDA_GRAPH, "Capturing ", r"^Capturing (?:cudagraphs for decoding|the model for CUDA graphs)"),
+    marker(Phase.CUDA_GRAPH, "Graph capturing finished", r"Graph capturing finished in (?P<seconds>\d+) sec", end=True),
+    marker(
+        Phase.CUDA_GRAPH,
+        "init engine",
+        r"^init engine \(profile, create kv cache, warmup model\) took",
+        end=True,
+        step="engine_ready",  # the engine core is up: the last line before its READY handshake
+    ),
+    # API server: these are logged only after the engine client is up
+    marker(Phase.HTTP_UP, "Starting vLLM", r"Starting vLLM (?:API )?server(?: \d+)? on (?P<addr>\S+)", step="engine_up"),
+    marker(Phase.HTTP_UP, "Supported tasks", r"^Supported tasks:", step="engine_up"),
+    marker(Phase.HTTP_UP, "Available routes are", r"^Available routes are:", step="engine_up"),
+)
+
+_ENGINE_UP_STEPS = frozenset({"engine_ready", "engine_up"})
+_TITLE = re.compile(r"^[\w.\-]+::(?P<name>EngineCore|Worker|APIServer|DPCoordinator)(?P<suffix>_\S*)?(?:\s|$)")
+_TITLE_ROLES = {"EngineCore": "engine_core", "Worker": "worker", "APIServer": "tokenizer", "DPCoordinator": "dp_controller"}
+_LAUNCHER = re.compile(
+    r"(?:^|\s|/)vllm\s+serve\b|(?:^|\s)(?:-m\s+)?vllm\.entrypoints\.(?:openai\.api_server|api_server|cli\.main)\b"
+)
+_RAY_WORKER = re.compile(r"^ray::RayWorkerWrapper")
+
+
+class VLLM(Engine):
+    name = "vllm"
+    default_port = 8000
+    markers = MARKERS
+    log_signals = (
+        re.compile(r"^\((?:EngineCore|APIServer|ApiServer|Worker|VllmWorker)[\w ]* pid="),
+        re.compile(r"vLLM is using nccl==|Initializing an? (?:V1 )?LLM engine|vLLM API server version"),
+        re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG) \d{2}-\d{2} \d{2}:\d{2}:\d{2} (?:\[[\w.]+:\d+\]|[\w.]+\.py:\d+\])"),
+        re.compile(r"[/\\]vllm[/\\](?:v1|entrypoints|model_executor|worker|engine)[/\\]"),
+        # shm_broadcast's wait message, the V0 tokenizer hint, and process titles in a ps listing
+        re.compile(r"No available shared memory broadcast block found|initializing the fast tokenizer may take"),
+        re.compile(r"\bVLLM::(?:EngineCore|Worker|APIServer)"),
+    )
+
+    def _finish(self, events: list[PhaseEvent]) -> tuple[PhaseEvent, ...]:
+        engine_up = False
+        out = []
+        for event in events:
+            step = event.detail.get("step")
+            engine_up = engine_up or step in _ENGINE_UP_STEPS
+            if step == "app_startup":
+                event = replace(event, phase=Phase.READY, end=True) if engine_up else replace(event, end=True)
+            out.append(event)
+        return tuple(out)
+
+    def _role(self, cmdline: str) -> tuple[str, str | None] | None:
+        m = _TITLE.match(cmdline)
+        if m:
+            return _TITLE_ROLES[m["name"]], rank_from_name(m["suffix"] or "")
+        if _RAY_WORKER.match(cmdline):
+            return "worker", None
+        if _LAUNCHER.search(cmdline):
+            return "launcher", None
+        return None
+
+
+VLLM_ENGINE = VLLM()
