@@ -1,0 +1,711 @@
+"""Rule-test cases: CASES[rule_id] = {"fires": {name: bundle}, "quiet": {name: bundle}} (written by build_bundles.py)."""
+from bundle_lib import *  # noqa: F401,F403
+
+CASES = {}
+
+
+def case(rule, kind, name, **bundle):
+    CASES.setdefault(rule, {"fires": {}, "quiet": {}})[kind][name] = bundle
+
+
+SG2 = "python3 -m sglang.launch_server --model-path /models/Qwen3-32B --tp 2 --host 0.0.0.0 --port 30000"
+SG4 = "python3 -m sglang.launch_server --model-path /models/Llama-3.3-70B-Instruct --tp 4 --host 0.0.0.0 --port 30000"
+V2 = "vllm serve /models/Qwen3-32B --tensor-parallel-size 2"
+V4 = "vllm serve /models/Llama-3.3-70B-Instruct --tensor-parallel-size 4 --max-model-len 32768"
+
+PYNCCL_INIT = [fr("NCCLLibrary.ncclCommInitRank", "sglang/srt/distributed/device_communicators/pynccl_wrapper.py", 403),
+               fr("PyNcclCommunicator.__init__", "sglang/srt/distributed/device_communicators/pynccl.py", 120)] + INIT_MP
+NATIVE_BOOT = [nat("accept", "libc.so.6"), nat("ncclSocketAccept", "libnccl.so.2"), nat("bootstrapInit", "libnccl.so.2"),
+               nat("ncclCommInitRankFunc", "libnccl.so.2"), nat("groupLaunch", "libnccl.so.2"), nat("ncclGroupEndInternal", "libnccl.so.2"),
+               nat("ncclCommInitRankConfig", "libnccl.so.2"), nat("ffi_call_unix64", "libffi.so.8")] + PYNCCL_INIT
+TCPSTORE = [fr("_create_c10d_store", "torch/distributed/rendezvous.py", 199), fr("_tcp_rendezvous_handler", "torch/distributed/rendezvous.py", 232),
+            fr("init_process_group", "torch/distributed/distributed_c10d.py", 1892),
+            fr("_time_logger.<locals>.wrapper", "torch/distributed/c10d_logger.py", 97),
+            fr("_exception_logger.<locals>.wrapper", "torch/distributed/c10d_logger.py", 83)] + INIT_DIST
+TCPSTORE_NATIVE = [nat("clock_nanosleep", "libc.so.6"), nat("nanosleep", "libc.so.6"), nat("c10d::TCPStore::waitForWorkers", "libtorch_cpu.so"),
+                   nat("c10d::TCPStore::TCPStore", "libtorch_cpu.so")] + TCPSTORE
+V_PYNCCL_WARMUP = [fr("synchronize", "torch/cuda/streams.py", 107),
+                   fr("PyNcclCommunicator.__init__", "vllm/distributed/device_communicators/pynccl.py", 138),
+                   fr("CudaCommunicator.__init__", "vllm/distributed/device_communicators/cuda_communicator.py", 56),
+                   fr("GroupCoordinator.__init__", "vllm/distributed/parallel_state.py", 285),
+                   fr("init_model_parallel_group", "vllm/distributed/parallel_state.py", 1015),
+                   fr("initialize_model_parallel", "vllm/distributed/parallel_state.py", 1262),
+                   fr("ensure_model_parallel_initialized", "vllm/distributed/parallel_state.py", 1312)] + V_INIT_DEVICE
+V_TCPSTORE = [fr("_create_c10d_store", "torch/distributed/rendezvous.py", 199), fr("_tcp_rendezvous_handler", "torch/distributed/rendezvous.py", 232),
+              fr("init_process_group", "torch/distributed/distributed_c10d.py", 1892),
+              fr("init_distributed_environment", "vllm/distributed/parallel_state.py", 1120)] + V_INIT_DEVICE
+BARRIER_CAPTURE = [fr("barrier", "torch/distributed/distributed_c10d.py", 4812), fr("GroupCoordinator.barrier", "sglang/srt/distributed/parallel_state.py", 1242)] + CAPTURE_ONE
+ALLREDUCE_SYNC = [fr("synchronize", "torch/cuda/__init__.py", 1083), fr("PyNcclCommunicator.all_reduce", "sglang/srt/distributed/device_communicators/pynccl.py", 168),
+                  fr("GroupCoordinator._all_reduce_out_place", "sglang/srt/distributed/parallel_state.py", 640),
+                  fr("GroupCoordinator.all_reduce", "sglang/srt/distributed/parallel_state.py", 602),
+                  fr("tensor_model_parallel_all_reduce", "sglang/srt/distributed/communication_op.py", 14),
+                  fr("RowParallelLinear.forward", "sglang/srt/layers/linear.py", 1361)] + FORWARD[:1] + FORWARD[1:]
+LOADER_MAIN = [fr("wait", "threading.py", 331), fr("result", "concurrent/futures/_base.py", 451),
+               fr("buffered_multi_thread_safetensors_weights_iterator", "sglang/srt/model_loader/weight_utils.py", 1372),
+               fr("DefaultModelLoader._get_weights_iterator.<locals>.<genexpr>", "sglang/srt/model_loader/loader.py", 737),
+               fr("Qwen3ForCausalLM.load_weights", "sglang/srt/models/qwen3.py", 512)] + LOAD
+LOADER_WORKER = thread([fr("buffered_multi_thread_safetensors_weights_iterator.<locals>._load_file", "sglang/srt/model_loader/weight_utils.py", 1354),
+                        fr("_WorkItem.run", "concurrent/futures/thread.py", 58), fr("_worker", "concurrent/futures/thread.py", 83),
+                        fr("Thread.run", "threading.py", 1010), fr("Thread._bootstrap_inner", "threading.py", 1073),
+                        fr("Thread._bootstrap", "threading.py", 1030)], name="ThreadPoolExecutor-1_0", tid=4391, active=True)
+LOADER_WORKER_OPEN = thread([nat("open64", "libc.so.6"), nat("std::sys::fs::unix::File::open_c", "safetensors/_safetensors_rust.abi3.so"),
+                             nat("safetensors_rust::Open::new", "safetensors/_safetensors_rust.abi3.so"),
+                             fr("buffered_multi_thread_safetensors_weights_iterator.<locals>._load_file", "sglang/srt/model_loader/weight_utils.py", 1354),
+                             fr("_WorkItem.run", "concurrent/futures/thread.py", 58), fr("_worker", "concurrent/futures/thread.py", 83),
+                             fr("Thread._bootstrap", "threading.py", 1030)], name="ThreadPoolExecutor-1_0", tid=4391)
+BARRIER_AFTER_LOAD = [fr("monitored_barrier", "torch/distributed/distributed_c10d.py", 5435),
+                      fr("dist_barrier_after_load", "sglang/srt/model_executor/model_runner_components/load_model_utils.py", 387),
+                      fr("ModelRunner.load_model", "sglang/srt/model_executor/model_runner.py", 1406)] + MODEL_RUNNER
+FI_BUILD = [fr("Popen.wait", "subprocess.py", 1264), fr("Popen.communicate", "subprocess.py", 1209), fr("run", "subprocess.py", 550),
+            fr("run_ninja", "flashinfer/jit/cpp_ext.py", 297), fr("JitSpec.build", "flashinfer/jit/core.py", 262),
+            fr("JitSpec.build_and_load", "flashinfer/jit/core.py", 295),
+            fr("get_batch_prefill_module", "flashinfer/prefill.py", 331),
+            fr("BatchPrefillWithPagedKVCacheWrapper.plan", "flashinfer/prefill.py", 1604),
+            fr("FlashInferIndicesUpdaterPrefill.update", "sglang/srt/layers/attention/flashinfer_backend.py", 1180),
+            fr("FlashInferAttnBackend.init_forward_metadata_capture_cuda_graph", "sglang/srt/layers/attention/flashinfer_backend.py", 700)] + CAPTURE_ONE
+FI_LOCK = [fr("BaseFileLock.acquire", "filelock/_api.py", 344),
+           fr("BaseFileLock.__enter__", "filelock/_api.py", 375),
+           fr("JitSpec.build_and_load", "flashinfer/jit/core.py", 291),
+           fr("get_batch_prefill_module", "flashinfer/prefill.py", 331),
+           fr("BatchPrefillWithPagedKVCacheWrapper.plan", "flashinfer/prefill.py", 1604),
+           fr("FlashInferIndicesUpdaterPrefill.update", "sglang/srt/layers/attention/flashinfer_backend.py", 1180)] + CAPTURE_ONE
+CA_REGISTER = [fr("CustomAllreduce.register_graph_buffers", "vllm/distributed/device_communicators/custom_all_reduce.py", 240),
+               fr("CustomAllreduce.capture", "vllm/distributed/device_communicators/custom_all_reduce.py", 178),
+               fr("GroupCoordinator.graph_capture", "vllm/distributed/parallel_state.py", 412),
+               fr("graph_capture", "vllm/distributed/parallel_state.py", 1201),
+               fr("GPUModelRunner.capture_model", "vllm/v1/worker/gpu_model_runner.py", 3480),
+               fr("Worker.compile_or_warm_up_model", "vllm/v1/worker/gpu_worker.py", 384),
+               fr("WorkerWrapperBase.execute_method", "vllm/worker/worker_base.py", 628),
+               fr("WorkerProc.worker_busy_loop", "vllm/v1/executor/multiproc_executor.py", 778),
+               fr("WorkerProc.worker_main", "vllm/v1/executor/multiproc_executor.py", 720)] + SPAWN
+V_ALLREDUCE_WARM = [fr("synchronize", "torch/cuda/__init__.py", 1083),
+                    fr("PyNcclCommunicator.all_reduce", "vllm/distributed/device_communicators/pynccl.py", 163),
+                    fr("CudaCommunicator.all_reduce", "vllm/distributed/device_communicators/cuda_communicator.py", 98),
+                    fr("GroupCoordinator._all_reduce_out_place", "vllm/distributed/parallel_state.py", 500),
+                    fr("all_reduce", "vllm/distributed/parallel_state.py", 120)] + V_PROFILE
+DEEPGEMM_TP0 = [fr("Popen.wait", "subprocess.py", 1264), fr("run", "subprocess.py", 550),
+                fr("build", "deep_gemm/jit/compiler.py", 181),
+                fr("_maybe_compile_deep_gemm_one_type_all", "sglang/srt/layers/deep_gemm_wrapper/compile_utils.py", 190),
+                fr("deep_gemm_execution_hook", "sglang/srt/layers/deep_gemm_wrapper/compile_utils.py", 528),
+                fr("gemm_nt_f8f8bf16", "sglang/srt/layers/deep_gemm_wrapper/entrypoint.py", 80),
+                fr("fp8_linear", "sglang/srt/layers/quantization/fp8_utils.py", 466)] + FORWARD
+SAMPLER = [fr("apply_top_k_top_p", "vllm/v1/sample/ops/topk_topp_sampler.py", 240),
+           fr("TopKTopPSampler.forward_native", "vllm/v1/sample/ops/topk_topp_sampler.py", 96),
+           fr("Sampler.sample", "vllm/v1/sample/sampler.py", 167), fr("Sampler.forward", "vllm/v1/sample/sampler.py", 95),
+           fr("_call_impl", "torch/nn/modules/module.py", 1784),
+           fr("GPUModelRunner._dummy_sampler_run", "vllm/v1/worker/gpu_model_runner.py", 3243)] + V_PROFILE
+SS_HEADER = "State  Recv-Q Send-Q Local Address:Port  Peer Address:Port Process\n"
+
+# =================================================================== distributed.yaml
+
+case("nccl-init-stack", "fires", "pynccl-init-tp4", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("nccl", tp=4), stacks=stacks_all(4, lambda i: PYNCCL_INIT), gpus=gpus(4, util=0, mem=(1200, 1200)))
+case("nccl-init-stack", "fires", "vllm-tcpstore-client", meta=meta("vllm", tp=2), cmdline=V2,
+     log=v_log("header"), stacks=stacks_all(2, lambda i: V_TCPSTORE, engine="vllm"))
+case("nccl-init-stack", "quiet", "same-stacks-multinode", meta=meta(tp=16, nnodes=2),
+     cmdline=SG4.replace("--tp 4", "--tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.1.0.5:5000"),
+     log=sg_log("init_begin", tp=8), stacks={"TP0": rank_stack(0, TCPSTORE_NATIVE, tp=16)})
+case("nccl-init-stack", "quiet", "first-allreduce-spinning", meta=meta(gpu="NVIDIA L40S", cc="8.9", tp=2), cmdline=V2,
+     log=v_log("dist"), stacks=stacks_all(2, lambda i: V_PYNCCL_WARMUP, engine="vllm", active=True), gpus=gpus(2, "NVIDIA L40S", "8.9", util=100))
+
+case("nccl-init-native-idle", "fires", "bootstrap-accept-gpus-idle", meta=meta(tp=4), cmdline=SG4, log=sg_log("nccl", tp=4),
+     stacks={"TP0": rank_stack(0, NATIVE_BOOT, tp=4), "TP1": rank_stack(1, NATIVE_BOOT, tp=4)}, gpus=gpus(4, util=0, mem=(900, 900)))
+case("nccl-init-native-idle", "quiet", "collective-spinning-gpus-busy", meta=meta(gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2), cmdline=SG2,
+     log=sg_log("nccl"), stacks=stacks_all(2, lambda i: [nat("cuCtxSynchronize", "libcuda.so.1")] + ALLREDUCE_SYNC, active=True),
+     gpus=gpus(2, "NVIDIA GeForce RTX 4090", "8.9", util=100))
+
+case("nccl-init-log-last", "fires", "sglang-0.5.23-tp4", meta=meta(tp=4), cmdline=SG4, log=sg_log("nccl", tp=4))
+case("nccl-init-log-last", "fires", "sglang-0.5.9-old-line", meta=meta(tp=2, version="0.5.9"), cmdline=SG2, log=sg_log("init_begin", old=True))
+case("nccl-init-log-last", "quiet", "init-done-loading", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4))
+case("nccl-init-log-last", "quiet", "nccl-port-taken", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("init_begin", extra=["[2026-11-29 23:00:09 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                                      "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 30005, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use"]))
+
+case("nccl-init-version-line-last", "fires", "vllm-tp4-after-version", meta=meta("vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=4), cmdline=V4,
+     log=v_log("dist", tp=4))
+case("nccl-init-version-line-last", "quiet", "version-then-arch-warning", meta=meta(None, gpu="NVIDIA B200", cc="10.0", tp=8),
+     log="node7:31337:31337 [0] NCCL INFO Bootstrap : Using eth0:10.2.0.7<0>\nnode7:31337:31337 [0] NCCL INFO NCCL version 2.23.4+cuda12.6\n"
+         "node7:31337:31402 [3] NCCL INFO ncclMaxSharedMem 102400 exceeds device/fn maxSharedMem 101376\n")
+case("nccl-init-version-line-last", "quiet", "moved-on-to-weights", meta=meta("vllm", tp=4), cmdline=V4, log=v_log("load_begin", tp=4))
+
+case("nccl-init-interposer", "fires", "vgpu-shim-vllm", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=2), cmdline=V2,
+     env=env(LD_PRELOAD="/usr/local/vgpu/libvgpu.so", CUDA_VISIBLE_DEVICES="0,1"), log=v_log("dist"))
+case("nccl-init-interposer", "quiet", "shim-but-stuck-later", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=2), cmdline=V2,
+     env=env(LD_PRELOAD="/usr/local/vgpu/libvgpu.so"), log=v_log("kv"))
+
+case("nccl-init-interposer-prior", "fires", "meta-only-tp4", meta=meta("vllm", gpu="NVIDIA A10", cc="8.6", tp=4),
+     cmdline="vllm serve /models/Qwen2.5-32B-Instruct --tensor-parallel-size 4", env=env(LD_PRELOAD="/opt/hami/libvgpu.so"))
+case("nccl-init-interposer-prior", "quiet", "single-gpu", meta=meta("vllm", gpu="NVIDIA A10", cc="8.6", tp=1),
+     cmdline="vllm serve /models/Qwen2.5-7B-Instruct", env=env(LD_PRELOAD="/opt/hami/libvgpu.so"))
+
+case("nccl-init-symmetric-memory", "fires", "vllm-symm-mem-env", meta=meta("vllm", gpu="NVIDIA B200", cc="10.0", tp=4),
+     cmdline="vllm serve /models/Llama-3.1-405B-Instruct-FP8 --tensor-parallel-size 4", env=env(VLLM_USE_NCCL_SYMM_MEM="1", NCCL_CUMEM_ENABLE="1"))
+case("nccl-init-symmetric-memory", "fires", "sglang-symm-mem-flag", meta=meta(gpu="NVIDIA GB200", cc="10.0", tp=4),
+     cmdline=SG4 + " --enable-symm-mem", log=sg_log("nccl", tp=4))
+case("nccl-init-symmetric-memory", "quiet", "symm-mem-but-past-weights", meta=meta(gpu="NVIDIA GB200", cc="10.0", tp=4),
+     cmdline=SG4 + " --enable-symm-mem", log=sg_log("capture_begin", tp=4))
+
+SPLIT_LOG = sg_log("init_begin", tp=4) .rstrip("\n").split("\n")
+SPLIT_LOG += ["[2026-11-29 23:00:08 TP0] sglang is using nccl==2.27.5"] + [f"[2026-11-29 23:00:10 TP{i}] Init parallel ends. elapsed=2.4{i} s" for i in range(3)]
+case("nccl-init-ranks-split", "fires", "tp3-never-finished", meta=meta(tp=4), cmdline=SG4, log="\n".join(SPLIT_LOG) + "\n")
+case("nccl-init-ranks-split", "quiet", "all-ranks-loading", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4))
+
+MN = "python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.1.0.5:5000 --trust-remote-code"
+case("multinode-rank0-waits-for-workers", "fires", "rank0-tcpstore-master", meta=meta(tp=16, nnodes=2), cmdline=MN,
+     log=sg_log("init_begin", tp=8), stacks={"TP0": rank_stack(0, TCPSTORE_NATIVE, tp=16)})
+case("multinode-rank0-waits-for-workers", "fires", "gloo-full-mesh", meta=meta(tp=16, nnodes=2), cmdline=MN,
+     stacks={"TP1": rank_stack(1, [nat("poll", "libc.so.6"), nat("c10d::TCPStore::doWait", "libtorch_cpu.so"), nat("gloo::rendezvous::Context::connectFullMesh", "libtorch_cpu.so"),
+                                   nat("c10d::ProcessGroupGloo::ProcessGroupGloo", "libtorch_cpu.so"),
+                                   fr("_new_process_group_helper", "torch/distributed/distributed_c10d.py", 2169),
+                                   fr("new_group", "torch/distributed/distributed_c10d.py", 5863)] + INIT_MP, tp=16)})
+case("multinode-rank0-waits-for-workers", "quiet", "single-node-same-stack", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("init_begin"), stacks={"TP0": rank_stack(0, TCPSTORE_NATIVE)})
+
+case("multinode-init-log-last", "fires", "node0-log", meta=meta(tp=16, nnodes=2), cmdline=MN, log=sg_log("nccl", tp=8))
+case("multinode-init-log-last", "quiet", "multinode-past-init", meta=meta(tp=16, nnodes=2), cmdline=MN, log=sg_log("load_end", tp=8))
+
+case("multinode-rendezvous-errors", "fires", "store-clients-timeout", meta=meta(tp=16, nnodes=2), cmdline=MN,
+     log=sg_log("init_begin", tp=8, extra=["[2026-11-29 23:10:05 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                                            "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 8/16 clients joined."]))
+case("multinode-rendezvous-errors", "fires", "nccl-net-warn", meta=meta("vllm", tp=8, nnodes=2),
+     log="(Worker_TP0 pid=4200) INFO 11-29 23:01:00 [pynccl.py:103] vLLM is using nccl==2.27.3\n"
+         "gpu-a:4200:4311 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.0.5<0> [1]docker0:172.17.0.1<0>\n"
+         "gpu-a:4200:4311 [0] misc/socket.cc:484 NCCL WARN Net : Connect to 172.17.0.1<43121> failed : No route to host\n")
+case("multinode-rendezvous-errors", "quiet", "warmup-refused-single-node", meta=meta(tp=1, nnodes=1),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("uvicorn", tp=1, extra=["[2026-11-29 23:02:00] Initialization failed. warmup error: requests.exceptions.ConnectionError: HTTPConnectionPool(host='127.0.0.1', port=30000): Max retries exceeded (Caused by NewConnectionError: [Errno 111] Connection refused)"]))
+
+case("multinode-prior", "fires", "two-nodes-meta-only", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=16, nnodes=2), cmdline=MN)
+case("multinode-prior", "quiet", "two-nodes-in-capture", meta=meta(tp=16, nnodes=2), cmdline=MN, log=sg_log("capture_begin", tp=8))
+
+P2P_LINES = [f"gpu-w1:61200:61321 [{i}] NCCL INFO Channel {c:02d}/0 : {i}[{i}] -> {(i+1)%4}[{(i+1)%4}] via P2P/IPC" for c in range(2) for i in range(4)]
+case("nccl-p2p-channels-last", "fires", "vllm-ipc-channels", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES))
+case("nccl-p2p-channels-last", "quiet", "channels-then-init-complete", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES + ["gpu-w1:61200:61321 [0] NCCL INFO Connected all rings",
+                                                                              "gpu-w1:61200:61321 [0] NCCL INFO ncclCommInitRank comm 0x55d0 rank 0 nranks 4 cudaDev 0 nvmlDev 0 busId 1000 commId 0x9f - Init COMPLETE",
+                                                                              v_line("Starting to load model /models/Llama-3.3-70B-Instruct...", "gpu_model_runner.py:2602", "Worker_TP0", 4200)]))
+
+case("nccl-p2p-first-collective-spins", "fires", "rtx4090-warmup-allreduce", meta=meta("vllm", gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2), cmdline=V2,
+     log=v_log("dist"), stacks=stacks_all(2, lambda i: V_PYNCCL_WARMUP, engine="vllm", active=True), gpus=gpus(2, "NVIDIA GeForce RTX 4090", "8.9", util=100))
+case("nccl-p2p-first-collective-spins", "quiet", "nvlink-h100", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2), cmdline=V2,
+     log=v_log("dist"), stacks=stacks_all(2, lambda i: V_PYNCCL_WARMUP, engine="vllm", active=True), gpus=gpus(2, "NVIDIA H100 80GB HBM3", "9.0", util=100))
+
+case("nccl-p2p-iommu-faults", "fires", "amd-vi-page-faults", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=2), cmdline=V2, log=v_log("dist"),
+     dmesg="[ 8123.442100] nvidia 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e address=0xfb800000 flags=0x0020]\n"
+           "[ 8123.442190] nvidia 0000:41:00.0: AMD-Vi: Event logged [IO_PAGE_FAULT domain=0x000e address=0xfb800040 flags=0x0020]\n")
+case("nccl-p2p-iommu-faults", "quiet", "benign-driver-load", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=2), cmdline=V2, log=v_log("dist"),
+     dmesg="[    5.120000] nvidia: loading out-of-tree module taints kernel.\n[    5.310000] nvidia-nvlink: Nvlink Core is being initialized, major device number 511\n"
+           "[    5.400000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.86.15\n")
+
+case("nccl-p2p-pcie-prior", "fires", "l40s-tp4-meta", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=4))
+case("nccl-p2p-pcie-prior", "quiet", "l40s-single-gpu", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=1))
+case("nccl-p2p-pcie-prior", "quiet", "h100-sxm-tp8", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=8))
+
+case("nccl-build-lacks-arch", "fires", "b200-old-nccl-warning", meta=meta("vllm", gpu="NVIDIA B200", cc="10.0", tp=8), env=env(NCCL_DEBUG="INFO"),
+     log=v_log("dist", tp=2, nccl="2.21.5", extra=["dgx-b2:9120:9120 [0] NCCL INFO NCCL version 2.21.5+cuda12.4",
+                                                   "dgx-b2:9120:9188 [0] NCCL INFO ncclMaxSharedMem 102400 exceeds device/fn maxSharedMem 101376",
+                                                   "dgx-b2:9121:9190 [1] NCCL INFO ncclMaxSharedMem 102400 exceeds device/fn maxSharedMem 101376"]))
+case("nccl-build-lacks-arch", "quiet", "healthy-nccl-info", meta=meta("vllm", gpu="NVIDIA B200", cc="10.0", tp=2), env=env(NCCL_DEBUG="INFO"),
+     log=v_log("dist", nccl="2.27.3", extra=["dgx-b2:9120:9120 [0] NCCL INFO NCCL version 2.27.3+cuda12.9",
+                                             "dgx-b2:9120:9188 [0] NCCL INFO ncclCommInitRank comm 0x5601 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 18000 commId 0x1 - Init COMPLETE"]))
+
+case("nccl-version-predates-arch", "fires", "rtx5090-nccl-2.21", meta=meta("vllm", gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=2), cmdline=V2,
+     log=v_log("dist", nccl="2.21.5"))
+case("nccl-version-predates-arch", "fires", "b200-sglang-nccl-2.21", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=4), cmdline=SG4,
+     log=sg_log("nccl", tp=4, nccl="2.21.5"))
+case("nccl-version-predates-arch", "quiet", "rtx5090-recent-nccl", meta=meta("vllm", gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=2), cmdline=V2,
+     log=v_log("dist", nccl="2.27.3"))
+case("nccl-version-predates-arch", "quiet", "h100-nccl-2.21", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2), cmdline=V2,
+     log=v_log("dist", nccl="2.21.5"))
+
+TBO = "python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 8 --enable-dp-attention --dp 8 --moe-a2a-backend deepep --enable-two-batch-overlap"
+case("nccl-concurrent-comms-prior", "fires", "two-batch-overlap-meta", meta=meta(tp=8), cmdline=TBO)
+case("nccl-concurrent-comms-prior", "quiet", "two-batch-overlap-started", meta=meta(tp=8), cmdline=TBO, log=sg_log("ready", tp=2))
+
+# =================================================================== collective.yaml
+
+case("custom-allreduce-stack", "fires", "vllm-register-graph-buffers", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=2), cmdline=V2,
+     log=v_log("kv", extra=["Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|██████████| 67/67 [00:06<00:00, 11.2it/s]"]),
+     stacks=stacks_all(2, lambda i: CA_REGISTER, engine="vllm"))
+case("custom-allreduce-stack", "fires", "sglang-ipc-buffer-exchange", meta=meta(tp=4), cmdline=SG4, log=sg_log("nccl", tp=4),
+     stacks=stacks_all(4, lambda i: [fr("broadcast_object_list", "torch/distributed/distributed_c10d.py", 3480),
+                                      fr("CustomAllreduce.create_shared_buffer", "sglang/srt/distributed/device_communicators/custom_all_reduce.py", 310),
+                                      fr("CustomAllreduce.__init__", "sglang/srt/distributed/device_communicators/custom_all_reduce.py", 172)] + INIT_MP))
+case("custom-allreduce-stack", "quiet", "pynccl-allreduce-only", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=2), cmdline=V2,
+     log=v_log("load_end"), stacks=stacks_all(2, lambda i: V_ALLREDUCE_WARM, engine="vllm"))
+
+case("custom-allreduce-graph-registration-last", "fires", "sglang-registering-last", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("capture_begin", tp=4, extra=["Capturing batches (bs=1 avail_mem=30.90 GB): 100%|██████████| 35/35 [00:11<00:00,  3.1it/s]",
+                                               "[2026-11-29 23:01:30 TP0] Registering 4480 cuda graph addresses"]))
+case("custom-allreduce-graph-registration-last", "quiet", "registered-and-ready", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("capture_begin", tp=4, extra=["[2026-11-29 23:01:30 TP0] Registering 4480 cuda graph addresses"])
+     + "\n".join(l for n, ls in sg_stages(tp=4) if n in ("capture_end", "summary", "uvicorn", "warmup_get", "ready") for l in ls) + "\n")
+
+case("collective-spin-all-gpus-busy", "fires", "a100-pcie-tp4-all-spinning", meta=meta(gpu="NVIDIA A100 80GB PCIe", cc="8.0", tp=4), cmdline=SG4,
+     log=sg_log("capture_begin", tp=4), stacks=stacks_all(4, lambda i: [nat("cuCtxSynchronize", "libcuda.so.1")] + ALLREDUCE_SYNC, active=True),
+     gpus=gpus(4, "NVIDIA A100 80GB PCIe", "8.0", util=100))
+case("collective-spin-all-gpus-busy", "quiet", "one-rank-still-loading", meta=meta(gpu="NVIDIA A100 80GB PCIe", cc="8.0", tp=4), cmdline=SG4,
+     log=sg_log("capture_begin", tp=4), stacks=stacks_all(4, lambda i: ALLREDUCE_SYNC if i < 3 else LOADER_MAIN),
+     gpus=gpus(4, "NVIDIA A100 80GB PCIe", "8.0", util_by=[100, 100, 100, 0]))
+
+case("collective-hang-outlier", "fires", "three-wait-one-elsewhere", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
+     stacks=stacks_all(4, lambda i: BARRIER_CAPTURE if i != 2 else [fr("MoEGate.forward", "sglang/srt/models/deepseek_v2.py", 310)] + FORWARD))
+case("collective-hang-outlier", "quiet", "all-ranks-alike", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
+     stacks=stacks_all(4, lambda i: BARRIER_CAPTURE))
+
+# =================================================================== vllm.yaml
+
+SHM = [v_line(f"No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", "shm_broadcast.py:466", when=f"11-29 23:{12+k:02d}:00") for k in range(3)]
+case("vllm-shm-broadcast-multigpu", "fires", "tp4-silent-workers", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=V4,
+     log=v_log("load_end", tp=4, extra=SHM))
+case("vllm-shm-broadcast-multigpu", "quiet", "custom-ar-already-off", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4),
+     cmdline=V4 + " --disable-custom-all-reduce", log=v_log("load_end", tp=4, extra=SHM))
+case("vllm-shm-broadcast-multigpu", "quiet", "single-gpu", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=1),
+     cmdline="vllm serve /models/Qwen3-8B", log=v_log("load_end", tp=1, extra=SHM))
+
+case("vllm-shm-broadcast-pcie", "fires", "l40s-tp2", meta=meta("vllm", gpu="NVIDIA L40S", cc="8.9", tp=2), cmdline=V2, log="\n".join(SHM) + "\n")
+case("vllm-shm-broadcast-pcie", "quiet", "nvlink-h100", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2), cmdline=V2, log="\n".join(SHM) + "\n")
+
+VFP8 = "vllm serve /models/Llama-3.3-70B-Instruct-FP8-dynamic --tensor-parallel-size 4"
+case("vllm-shm-broadcast-compile-heavy", "fires", "fp8-model-tp4", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=VFP8,
+     log="\n".join(SHM) + "\n")
+case("vllm-shm-broadcast-compile-heavy", "quiet", "compilers-alive", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=VFP8,
+     log="\n".join(SHM) + "\n", procs=procs(4, "vllm", compilers=2))
+
+case("vllm-shm-broadcast-compiling", "fires", "nvcc-children", meta=meta("vllm", tp=4), cmdline=V4, log="\n".join(SHM) + "\n", procs=procs(4, "vllm", compilers=2))
+case("vllm-shm-broadcast-compiling", "quiet", "no-compiler", meta=meta("vllm", tp=4), cmdline=V4, log="\n".join(SHM) + "\n", procs=procs(4, "vllm"))
+
+TIMEOUT = ["(APIServer pid=1000) Traceback (most recent call last):",
+           '(APIServer pid=1000)   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core_client.py", line 771, in _wait_for_engine_startup',
+           "(APIServer pid=1000) TimeoutError: Timed out waiting for engine core processes to start. This is often caused by slow weight loading for large models. Waited 600s (configured by VLLM_ENGINE_READY_TIMEOUT_S)."]
+case("vllm-engine-timeout-deepgemm", "fires", "deepgemm-on", meta=meta("vllm", gpu="NVIDIA H200", cc="9.0", tp=8), env=env(VLLM_USE_DEEP_GEMM="1"),
+     cmdline="vllm serve /models/DeepSeek-R1 --tensor-parallel-size 8", log=v_log("load_end", tp=2, extra=TIMEOUT))
+case("vllm-engine-timeout-deepgemm", "quiet", "timeout-while-weights-crawl", meta=meta("vllm", gpu="NVIDIA H200", cc="9.0", tp=8), env=env(VLLM_USE_DEEP_GEMM="1"),
+     log=v_log("load_begin", tp=2, extra=["Loading safetensors checkpoint shards:  38% Completed | 62/163 [10:01<16:20,  9.71s/it]"] + TIMEOUT))
+case("vllm-engine-timeout-deepgemm", "quiet", "timeout-no-jit-signal", meta=meta("vllm", tp=2), log=v_log("load_end", compile=False, extra=TIMEOUT))
+
+case("vllm-profile-run-silent", "fires", "loaded-no-kv-line", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B --enforce-eager",
+     log=v_log("load_end", tp=1, compile=False))
+case("vllm-profile-run-silent", "quiet", "kv-sized", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B --enforce-eager",
+     log=v_log("kv", tp=1, compile=False))
+
+# =================================================================== weights.yaml
+
+OLD_BAR = [f"Loading safetensors checkpoint shards:  {p}% Completed | {n}/30 [{m:02d}:00<{30-m:02d}:00, 41.20s/it]" for n, p, m in ((3, 10, 2), (5, 17, 3), (7, 23, 5))]
+case("weight-bar-crawling", "fires", "sglang-0.5.9-bar", meta=meta(tp=2, version="0.5.9"), cmdline=SG2, log=sg_log("load_begin", old=True, extra=OLD_BAR))
+case("weight-bar-crawling", "fires", "vllm-bar", meta=meta("vllm", tp=2), cmdline=V2,
+     log=v_log("load_begin", extra=[f"(EngineCore_DP0 pid=2000) Loading safetensors checkpoint shards:  {p}% Completed | {n}/61 [0{n}:00<20:00, 58.1s/it]" for n, p in ((2, 3), (4, 7))]))
+case("weight-bar-crawling", "quiet", "bar-finished", meta=meta(tp=2, version="0.5.9"), cmdline=SG2, log=sg_log("load_end", old=True))
+
+case("weight-load-stack", "fires", "threads-in-loader", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("load_begin", tp=1), stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))})
+case("weight-load-stack", "quiet", "in-kv-pool", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("load_end", tp=1), stacks={"TP0": rank_stack(0, [fr("MHATokenToKVPool._create_buffers", "sglang/srt/mem_cache/memory_pool.py", 2451)] + KV, tp=1)})
+
+OPEN_MAIN = [fr("Condition.wait", "threading.py", 327), fr("Event.wait", "threading.py", 629), fr("Thread.start", "threading.py", 969),
+             fr("ThreadPoolExecutor._adjust_thread_count", "concurrent/futures/thread.py", 199),
+             fr("ThreadPoolExecutor.submit", "concurrent/futures/thread.py", 176),
+             fr("buffered_multi_thread_safetensors_weights_iterator", "sglang/srt/model_loader/weight_utils.py", 1367)] + LOAD
+case("weight-load-frozen-open", "fires", "worker-thread-in-open", meta=meta(tp=1, since_last_progress_s=420.0),
+     cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
+     stacks={"TP0": rank_stack(0, OPEN_MAIN, tp=1, extra=(LOADER_WORKER_OPEN,))})
+case("weight-load-frozen-open", "quiet", "reading-tensors-running", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("load_begin", tp=1), stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))}, procs=procs(1, states={"scheduler": "R"}))
+
+case("weight-load-rank-behind", "fires", "tp3-still-reading", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("load_begin", tp=4, extra=[f"[2026-11-29 23:01:0{i} TP{i}] Load weight end. elapsed=41.1{i} s, type=LlamaForCausalLM, avail mem=100.5 GB, mem usage=35.2 GB." for i in range(3)]),
+     stacks=stacks_all(4, lambda i: BARRIER_AFTER_LOAD if i < 3 else LOADER_MAIN))
+case("weight-load-rank-behind", "quiet", "all-ranks-reading", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4),
+     stacks=stacks_all(4, lambda i: LOADER_MAIN))
+
+case("weight-load-d-state", "fires", "schedulers-in-D", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("load_begin", extra=["Multi-thread loading shards:  12% Completed | 2/17 [04:10<29:10, 125.0s/it]"]), procs=procs(2, states={"scheduler": "D"}))
+case("weight-load-d-state", "quiet", "D-after-weights", meta=meta(tp=2), cmdline=SG2, log=sg_log("kv"), procs=procs(2, states={"scheduler": "D"}))
+
+case("weight-load-begin-silent", "fires", "no-bar-yet", meta=meta(tp=2), cmdline=SG2, log=sg_log("load_begin"))
+case("weight-load-begin-silent", "quiet", "bar-moving", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("load_begin", extra=["Multi-thread loading shards:  41% Completed | 7/17 [00:30<00:43,  4.3s/it]"]))
+
+case("weight-network-storage-prior", "fires", "nfs-model-path", meta=meta(tp=2), cmdline="python3 -m sglang.launch_server --model-path /mnt/nfs/models/Qwen3-32B --tp 2")
+case("weight-network-storage-prior", "quiet", "local-model-path", meta=meta(tp=2), cmdline="python3 -m sglang.launch_server --model-path /data/models/Qwen3-32B --tp 2")
+
+# =================================================================== memory.yaml
+
+KV_STACK = [fr("MHATokenToKVPool._create_buffers_normal.<locals>._zeros", "sglang/srt/mem_cache/memory_pool.py", 2626),
+            fr("MHATokenToKVPool._create_buffers", "sglang/srt/mem_cache/memory_pool.py", 2451),
+            fr("MHATokenToKVPool.__init__", "sglang/srt/mem_cache/memory_pool.py", 2293),
+            fr("KVCacheConfigurator._build_mha_kv_pool", "sglang/srt/mem_cache/kv_cache_configurator.py", 2775),
+            fr("KVCacheConfigurator._build_token_to_kv_pool", "sglang/srt/mem_cache/kv_cache_configurator.py", 1915)] + KV
+case("kv-pool-stack", "fires", "in-pool-constructor", meta=meta(tp=2), cmdline=SG2, log=sg_log("load_end"), stacks=stacks_all(2, lambda i: KV_STACK, active=True))
+case("kv-pool-stack", "quiet", "in-capture", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: CAPTURE_ONE))
+
+case("kv-silent-after-weights", "fires", "h100-tp2", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=2), cmdline=SG2, log=sg_log("load_end"))
+case("kv-silent-after-weights", "quiet", "kv-allocated", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=2), cmdline=SG2, log=sg_log("kv"))
+
+HC = "python3 -m sglang.launch_server --model-path /models/Qwen3-235B-A22B --tp 8 --enable-hierarchical-cache --hicache-size 200"
+case("kv-host-pool", "fires", "hicache-after-weights", meta=meta(tp=8), cmdline=HC, log=sg_log("load_end", tp=2))
+case("kv-host-pool", "quiet", "hicache-started", meta=meta(tp=8), cmdline=HC, log=sg_log("ready", tp=2))
+
+case("kv-host-pool-prior", "fires", "hicache-meta-only", meta=meta(tp=8), cmdline=HC)
+case("kv-host-pool-prior", "quiet", "no-host-pool", meta=meta(tp=8), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-235B-A22B --tp 8 --mem-fraction-static 0.8")
+
+case("kv-mem-fraction-oversize", "fires", "fraction-0.97", meta=meta(tp=2), cmdline=SG2 + " --mem-fraction-static 0.97")
+case("kv-mem-fraction-oversize", "quiet", "fraction-0.85", meta=meta(tp=2), cmdline=SG2 + " --mem-fraction-static 0.85")
+
+case("kv-mem-fraction-oversize-log", "fires", "fraction-0.95-no-pool", meta=meta(tp=2), cmdline=SG2 + " --mem-fraction-static 0.95", log=sg_log("load_end"))
+case("kv-mem-fraction-oversize-log", "quiet", "fraction-0.95-pool-done", meta=meta(tp=2), cmdline=SG2 + " --mem-fraction-static 0.95", log=sg_log("kv"))
+
+case("shm-nccl-errors", "fires", "posix-fallocate", meta=meta("vllm", tp=2), cmdline=V2, env=env(NCCL_DEBUG="WARN"),
+     log=v_log("load_end", extra=["pod-7f9:2100:2311 [0] include/alloc.h:125 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-3XqGzA (size 9637888)",
+                                  "pod-7f9:2100:2311 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device"]))
+case("shm-nccl-errors", "quiet", "shm-transport-healthy", meta=meta("vllm", tp=2), cmdline=V2, env=env(NCCL_DEBUG="INFO"),
+     log=v_log("dist", extra=["pod-7f9:2100:2311 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via SHM/direct/direct",
+                              "pod-7f9:2100:2311 [0] NCCL INFO ncclCommInitRank comm 0x5 rank 0 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE"]))
+
+case("shm-bus-error", "fires", "worker-sigbus", meta=meta("vllm", tp=4), cmdline=V4,
+     log=v_log("load_end", tp=4, extra=["Fatal Python error: Bus error", "", "Thread 0x00007f1c2d7fe640 (most recent call first):",
+                                        '  File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/shm_broadcast.py", line 310 in acquire_write']))
+case("shm-bus-error", "quiet", "sigbus-with-xid", meta=meta("vllm", tp=4), cmdline=V4, log=v_log("load_end", tp=4, extra=["Bus error (core dumped)"]),
+     dmesg="[91234.1] NVRM: Xid (PCI:0000:4e:00): 79, pid=4201, name=VLLM::Worker_TP1, GPU has fallen off the bus.\n")
+
+# =================================================================== jit.yaml
+
+case("jit-compiler-children", "fires", "nvcc-under-rank", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), procs=procs(2, compilers=2))
+case("jit-compiler-children", "quiet", "no-compiler", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), procs=procs(2))
+
+DG_LINES = ["[2026-11-29 23:01:40 TP0] Entering DeepGEMM JIT Pre-Compile session. It may take a long time (typically 10-20 mins) if you have not run `sglang.compile_deep_gemm`. It is recommended to run `sglang.compile_deep_gemm` with same args as `sglang.launch_server` for pre-compilation to reduce the overhead if you have not run it before. For example: `python3 -m sglang.compile_deep_gemm --model deepseek-ai/DeepSeek-V3 --tp 8 --trust-remote-code`",
+            "[2026-11-29 23:01:40 TP0] Try DeepGEMM JIT Compiling for <GEMM_NT_F8F8BF16> N=24576, K=1536, num_groups=1 with all Ms. It only takes a little time (typically 1 sec) if you have run `python3 -m sglang.compile_deep_gemm`. ",
+            "DeepGEMM warmup:  14%|█▍        | 2350/16384 [03:12<19:10, 12.2it/s]"]
+case("jit-compile-log", "fires", "sglang-deepgemm", meta=meta(tp=8), cmdline="python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 8 --trust-remote-code",
+     log=sg_log("capture_begin", tp=2, extra=DG_LINES))
+case("jit-compile-log", "fires", "vllm-dynamo", meta=meta("vllm", tp=2), cmdline=V2, log=v_log("compile_begin"))
+case("jit-compile-log", "quiet", "vllm-compile-done", meta=meta("vllm", tp=2), cmdline=V2, log=v_log("compile_end"))
+
+case("jit-compile-stack", "fires", "flashinfer-ninja-h100", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_BUILD, tp=1)})
+case("jit-compile-stack", "quiet", "waiting-on-lock", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_LOCK, tp=1)})
+
+case("jit-outlier-rank-compiles", "fires", "tp0-deepgemm-others-barrier", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
+     stacks=stacks_all(4, lambda i: DEEPGEMM_TP0 if i == 0 else BARRIER_CAPTURE))
+case("jit-outlier-rank-compiles", "quiet", "all-barrier", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4), stacks=stacks_all(4, lambda i: BARRIER_CAPTURE))
+
+case("jit-torch-compile-capture", "fires", "torch-compile-in-capture", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --enable-torch-compile",
+     log=sg_log("capture_begin", tp=1))
+case("jit-torch-compile-capture", "quiet", "no-torch-compile", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1))
+
+case("jit-deepgemm-hopper-prior", "fires", "h200-tp8-meta", meta=meta(gpu="NVIDIA H200", cc="9.0", tp=8))
+case("jit-deepgemm-hopper-prior", "quiet", "h200-tp2-meta", meta=meta(gpu="NVIDIA H200", cc="9.0", tp=2))
+case("jit-deepgemm-hopper-prior", "quiet", "vllm-engine", meta=meta("vllm", gpu="NVIDIA H200", cc="9.0", tp=8))
+
+case("jit-quantized-model-prior", "fires", "fp8-model-name", meta=meta("vllm", gpu="NVIDIA H100 NVL", cc="9.0", tp=1), cmdline="vllm serve /models/Mistral-Small-24B-Instruct-FP8")
+case("jit-quantized-model-prior", "quiet", "bf16-model", meta=meta("vllm", gpu="NVIDIA H100 NVL", cc="9.0", tp=1), cmdline="vllm serve /models/Mistral-Small-24B-Instruct")
+
+case("jit-lock-wait", "fires", "flashinfer-filelock", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_LOCK, tp=1)}, procs=procs(1))
+case("jit-lock-wait", "quiet", "lock-but-compiler-running", meta=meta(gpu="NVIDIA H100 80GB HBM3", tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_LOCK, tp=1)}, procs=procs(1, compilers=1))
+
+case("jit-lock-log", "fires", "filelock-debug", meta=meta(tp=1), env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"),
+     log=sg_log("capture_begin", tp=1, extra=[f"Lock 139822 not acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock, waiting 0.05 seconds ..." for _ in range(3)]))
+case("jit-lock-log", "quiet", "lock-acquired-released", meta=meta(tp=1), env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"),
+     log=sg_log("capture_begin", tp=1, extra=["Lock 139822 acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock",
+                                               "Lock 139822 released on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock"]))
+
+case("jit-cache-on-network-fs-prior", "fires", "flashinfer-cache-on-nfs", meta=meta(tp=4), cmdline=SG4, env=env(FLASHINFER_WORKSPACE_BASE="/nfs/team/cache", HF_HOME="/nfs/team/hf"))
+case("jit-cache-on-network-fs-prior", "quiet", "cache-on-local-disk", meta=meta(tp=4), cmdline=SG4, env=env(FLASHINFER_WORKSPACE_BASE="/local_nvme/cache", HF_HOME="/nfs/team/hf"))
+
+AT_COMMON = [fr("AutoTuner.choose_one", "flashinfer/autotuner.py", 512), fr("trtllm_fp4_block_scale_moe", "flashinfer/fused_moe/core.py", 1840),
+             fr("FlashInferFP4MoE.forward", "sglang/srt/layers/moe/fused_moe_triton/layer.py", 1204)] + FORWARD
+def at_rank(i):
+    if i == 3:
+        return [fr("AutoTuner._profile_single_kernel", "flashinfer/autotuner.py", 640)] + AT_COMMON
+    return [fr("all_reduce", "torch/distributed/distributed_c10d.py", 3252), fr("AutoTuner._sync_tactics", "flashinfer/autotuner.py", 701)] + AT_COMMON
+case("autotune-ranks-desync", "fires", "tp3-profiling-others-sync", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
+     stacks=stacks_all(4, at_rank))
+case("autotune-ranks-desync", "quiet", "all-profiling-together", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
+     stacks=stacks_all(4, lambda i: at_rank(3)))
+
+case("autotune-log-split", "fires", "one-rank-cache-hit", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=2), cmdline=SG2,
+     log=sg_log("kv", extra=["[2026-11-29 23:01:00 TP0] Running FlashInfer autotune with cache: /root/.cache/sglang/flashinfer_autotune.json",
+                             "[2026-11-29 23:01:00 TP1] Loaded autotune cache from /root/.cache/sglang/flashinfer_autotune.json (cache hit), skipping tuning",
+                             "[2026-11-29 23:01:01 TP1] FlashInfer autotune completed."]))
+case("autotune-log-split", "quiet", "both-ranks-tuned", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=2), cmdline=SG2,
+     log=sg_log("kv", extra=[f"[2026-11-29 23:01:00 TP{i}] Running FlashInfer autotune with cache: /root/.cache/sglang/flashinfer_autotune.json" for i in range(2)]
+                + [f"[2026-11-29 23:01:40 TP{i}] FlashInfer autotune completed." for i in range(2)]))
+
+# =================================================================== attention.yaml
+
+PRO6K = dict(gpu="NVIDIA RTX PRO 6000 Blackwell Workstation Edition", cc="12.0")
+R5090 = dict(gpu="NVIDIA GeForce RTX 5090", cc="12.0")
+case("flashinfer-jit-on-new-arch", "fires", "pro6000-build-and-load", meta=meta(tp=1, **PRO6K), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_BUILD, tp=1)})
+case("flashinfer-jit-on-new-arch", "quiet", "h100-build-and-load", meta=meta(tp=1, gpu="NVIDIA H100 80GB HBM3", cc="9.0"),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B", log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_BUILD, tp=1)})
+
+case("flashinfer-sm120-selected", "fires", "sglang-flag-5090", meta=meta(tp=1, **R5090),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --attention-backend flashinfer", log=sg_log("load_end", tp=1))
+case("flashinfer-sm120-selected", "fires", "vllm-env-pro6000", meta=meta("vllm", tp=1, **PRO6K), cmdline="vllm serve /models/Qwen3-8B",
+     env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"), log=v_log("load_end", tp=1, compile=False, backend="FlashInfer"))
+case("flashinfer-sm120-selected", "quiet", "stuck-in-nccl-init", meta=meta(tp=2, **PRO6K),
+     cmdline=SG2 + " --attention-backend flashinfer", log=sg_log("nccl"))
+case("flashinfer-sm120-selected", "quiet", "triton-backend", meta=meta(tp=1, **R5090),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --attention-backend triton", log=sg_log("load_end", tp=1))
+
+case("flashinfer-sm120-sglang-default", "fires", "default-flashinfer-after-pool", meta=meta(tp=1, **PRO6K),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("kv", tp=1, backend_line="Attention backend not specified. Use flashinfer backend by default."))
+case("flashinfer-sm120-sglang-default", "quiet", "mla-model-triton-default", meta=meta(tp=1, **PRO6K),
+     cmdline="python3 -m sglang.launch_server --model-path /models/DeepSeek-V2-Lite --trust-remote-code",
+     log=sg_log("kv", tp=1, backend_line="Attention backend not specified. Use triton backend by default."))
+
+case("flashinfer-arch-errors", "fires", "trtllm-gen-unsupported", meta=meta(tp=1, **PRO6K), cmdline="python3 -m sglang.launch_server --model-path /models/GLM-4.5-Air",
+     log=sg_log("capture_begin", tp=1, extra=["[2026-11-29 23:01:10] Scheduler hit an exception: Traceback (most recent call last):",
+                                               '  File "/usr/local/lib/python3.12/dist-packages/flashinfer/prefill.py", line 3100, in trtllm_batch_context_with_kv_cache',
+                                               "RuntimeError: Error in function 'TllmGenFmhaRunner' at /workspace/include/flashinfer/trtllm/fmha/fmhaRunner.cuh:30: Unsupported architecture"]))
+case("flashinfer-arch-errors", "quiet", "h100-sgl-kernel-image", meta=meta(tp=1, gpu="NVIDIA H100 80GB HBM3", cc="9.0"),
+     log=sg_log("load_end", tp=1, extra=["RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device"]))
+
+case("flashinfer-sm120-configured-prior", "fires", "flag-on-pro6000", meta=meta(tp=1, **PRO6K),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --attention-backend flashinfer")
+case("flashinfer-sm120-configured-prior", "fires", "flashinfer-env-5090", meta=meta("vllm", tp=1, **R5090), env=env(FLASHINFER_CUDA_ARCH_LIST="12.0"))
+case("flashinfer-sm120-configured-prior", "quiet", "flag-on-h100", meta=meta(tp=1, gpu="NVIDIA H100 80GB HBM3", cc="9.0"),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --attention-backend flashinfer")
+
+case("flashinfer-sm120-default-prior", "fires", "5090-single-gpu-meta", meta=meta("vllm", tp=1, **R5090))
+case("flashinfer-sm120-default-prior", "quiet", "5090-tp2-meta", meta=meta("vllm", tp=2, **R5090))
+
+case("arch-kernel-sampler-spin", "fires", "vllm-topk-topp-dummy-run", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen2.5-7B-Instruct",
+     log=v_log("load_end", tp=1, compile=False), stacks={"EngineCore": rank_stack(0, SAMPLER, engine="vllm", tp=1, active=True)},
+     gpus=gpus(1, R5090["gpu"], "12.0", util=100))
+case("arch-kernel-sampler-spin", "quiet", "sampler-behind-all-gather", meta=meta("vllm", tp=2, **R5090), cmdline=V2,
+     stacks=stacks_all(2, lambda i: [fr("all_gather", "torch/distributed/distributed_c10d.py", 3700),
+                                      fr("GroupCoordinator.all_gather", "vllm/distributed/parallel_state.py", 540),
+                                      fr("LogitsProcessor._gather_logits", "vllm/model_executor/layers/logits_processor.py", 90)] + SAMPLER[1:], engine="vllm"))
+
+FWD_SYNC = [fr("synchronize", "torch/cuda/__init__.py", 1083),
+            fr("GPUModelRunner._dummy_run", "vllm/v1/worker/gpu_model_runner.py", 3120)] + V_PROFILE
+case("arch-kernel-forward-spin", "fires", "single-gpu-dummy-run-spins", meta=meta("vllm", tp=1, gpu="NVIDIA GB10", cc="12.1"), cmdline="vllm serve /models/gpt-oss-20b",
+     stacks={"EngineCore": rank_stack(0, FWD_SYNC, engine="vllm", tp=1, active=True)}, gpus=gpus(1, "NVIDIA GB10", "12.1", util=100))
+case("arch-kernel-forward-spin", "quiet", "tp2-waiting-in-allreduce", meta=meta("vllm", tp=2), cmdline=V2,
+     stacks=stacks_all(2, lambda i: V_ALLREDUCE_WARM, engine="vllm", active=True), gpus=gpus(2, util=100))
+
+# =================================================================== graphs.yaml
+
+GRAPH_EXIT = [fr("CUDAGraph.capture_end", "torch/cuda/graphs.py", 96), fr("graph.__exit__", "torch/cuda/graphs.py", 186)] + CAPTURE_ONE
+case("cuda-graph-capture-stack", "fires", "capture-end-blocks", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: GRAPH_EXIT))
+case("cuda-graph-capture-stack", "quiet", "custom-ar-registration", meta=meta("vllm", tp=2), cmdline=V2, log=v_log("kv"),
+     stacks=stacks_all(2, lambda i: CA_REGISTER, engine="vllm"))
+
+case("cuda-graph-capture-log", "fires", "sglang-0.5.23", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"))
+case("cuda-graph-capture-log", "fires", "sglang-0.4.6-style", meta=meta(tp=2, version="0.4.6.post5"), cmdline=SG2, log=sg_log("capture_begin", old=True))
+case("cuda-graph-capture-log", "quiet", "capture-finished", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_end"))
+case("cuda-graph-capture-log", "quiet", "deepgemm-inside-capture", meta=meta(tp=8), log=sg_log("capture_begin", tp=2, extra=DG_LINES))
+
+case("cuda-graph-capture-error", "fires", "stream-capture-violation", meta=meta(tp=1), log=sg_log("capture_begin", tp=1, extra=[
+    "[2026-11-29 23:01:20] Scheduler hit an exception: Traceback (most recent call last):",
+    "Exception: Capture cuda graph failed: CUDA error: operation not permitted when stream is capturing"]))
+case("cuda-graph-capture-error", "quiet", "healthy-capture", meta=meta(tp=1), log=sg_log("ready", tp=1))
+
+# =================================================================== http.yaml
+
+case("port-in-use-log", "fires", "uvicorn-bind-error", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --port 30000",
+     log=sg_log("summary", tp=1, extra=["[2026-11-29 23:02:00] INFO:     Started server process [4100]",
+                                         "[2026-11-29 23:02:00] ERROR:    [Errno 98] error while attempting to bind on address ('0.0.0.0', 30000): address already in use"]))
+case("port-in-use-log", "quiet", "bound-fine", meta=meta(tp=1), log=sg_log("ready", tp=1))
+
+SS_OTHER = SS_HEADER + 'LISTEN 0      2048         0.0.0.0:30000      0.0.0.0:*    users:(("python3",pid=3999,fd=21))\n' \
+    'LISTEN 0      4096       127.0.0.1:30005      0.0.0.0:*    users:(("sglang::schedul",pid=4200,fd=40))\n'
+SS_OURS = SS_HEADER + 'LISTEN 0      2048         0.0.0.0:30000      0.0.0.0:*    users:(("python3",pid=4100,fd=21))\n'
+case("port-conflict-live", "fires", "orphan-holds-30000", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --port 30000",
+     log=sg_log("summary", tp=1), procs=procs(1), ports=SS_OTHER)
+case("port-conflict-live", "quiet", "launcher-holds-port", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --port 30000",
+     log=sg_log("uvicorn", tp=1), procs=procs(1), ports=SS_OURS)
+
+case("vllm-routes-without-startup", "fires", "routes-last", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B", log=v_log("routes", tp=1))
+case("vllm-routes-without-startup", "quiet", "startup-complete", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B", log=v_log("uvicorn", tp=1))
+
+case("warmup-uvicorn-no-ready", "fires", "generate-never-returns", meta=meta(tp=2), cmdline=SG2, log=sg_log("warmup_get"))
+case("warmup-uvicorn-no-ready", "quiet", "fired-up", meta=meta(tp=2), cmdline=SG2, log=sg_log("ready"))
+case("warmup-uvicorn-no-ready", "quiet", "warmup-skipped", meta=meta(tp=2), cmdline=SG2 + " --skip-server-warmup", log=sg_log("uvicorn"))
+
+WARM_THREAD = thread([fr("socket.recv_into", "socket.py", 720), fr("HTTPResponse._read_status", "http/client.py", 292),
+                      fr("HTTPResponse.begin", "http/client.py", 331), fr("HTTPConnection.getresponse", "http/client.py", 1428),
+                      fr("HTTPConnectionPool._make_request", "urllib3/connectionpool.py", 534),
+                      fr("HTTPConnectionPool.urlopen", "urllib3/connectionpool.py", 787), fr("HTTPAdapter.send", "requests/adapters.py", 667),
+                      fr("Session.send", "requests/sessions.py", 703), fr("Session.request", "requests/sessions.py", 589),
+                      fr("post", "requests/api.py", 115), fr("_execute_server_warmup", "sglang/srt/entrypoints/http_server.py", 2470),
+                      fr("_wait_and_warmup", "sglang/srt/entrypoints/http_server.py", 2560), fr("Thread.run", "threading.py", 1010),
+                      fr("Thread._bootstrap_inner", "threading.py", 1073), fr("Thread._bootstrap", "threading.py", 1030)],
+                     name="Thread-2 (_wait_and_warmup)", tid=4190)
+UVICORN_MAIN = [fr("Server.serve", "uvicorn/server.py", 70), fr("run", "uvicorn/main.py", 580),
+                fr("_setup_and_run_http_server", "sglang/srt/entrypoints/http_server.py", 3010),
+                fr("launch_server", "sglang/srt/entrypoints/http_server.py", 3188), fr("run_server", "sglang/launch_server.py", 67)]
+case("warmup-thread-stack", "fires", "requests-post-blocked", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("warmup_get", tp=1), stacks={"4100": pyspy(4100, "python3 -m sglang.launch_server --model-path /models/Qwen3-8B", thread(UVICORN_MAIN, tid=4100), WARM_THREAD)},
+     procs=procs(1))
+case("warmup-thread-stack", "quiet", "launcher-waiting-schedulers", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("kv", tp=1), stacks={"4100": pyspy(4100, "python3 -m sglang.launch_server", thread(LAUNCHER_WAIT, tid=4100))}, procs=procs(1))
+
+case("warmup-error-log", "fires", "warmup-timeout", meta=meta(tp=1), log=sg_log("warmup_get", tp=1, extra=[
+    "[2026-11-29 23:12:00] Initialization failed. warmup error: Traceback (most recent call last):",
+    "requests.exceptions.ReadTimeout: HTTPConnectionPool(host='127.0.0.1', port=30000): Read timed out. (read timeout=600)"]))
+case("warmup-error-log", "quiet", "ready", meta=meta(tp=1), log=sg_log("ready", tp=1))
+
+case("warmup-host-or-proxy-prior", "fires", "empty-host", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --host '' --port 30000")
+case("warmup-host-or-proxy-prior", "fires", "proxy-without-no-proxy", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     env=env(https_proxy="http://proxy.corp.example:3128", http_proxy="http://proxy.corp.example:3128"))
+case("warmup-host-or-proxy-prior", "quiet", "proxy-with-no-proxy", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --host 0.0.0.0",
+     env=env(https_proxy="http://proxy.corp.example:3128", NO_PROXY="localhost,127.0.0.1"))
+
+# =================================================================== processes.yaml
+
+case("dead-rank-proc", "fires", "tp3-killed", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4), procs=procs(4, dead=["TP3"]),
+     stacks=stacks_all(3, lambda i: BARRIER_AFTER_LOAD))
+case("dead-rank-proc", "quiet", "all-alive", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4), procs=procs(4))
+
+case("dead-rank-log", "fires", "sglang-launcher-notice", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4, extra=[
+    "[2026-11-29 23:04:00] Rank 2 scheduler died during initialization (exit code: -9). If exit code is -9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | grep -i oom` to check."]))
+case("dead-rank-log", "fires", "vllm-worker-died", meta=meta("vllm", tp=4), cmdline=V4, log=v_log("load_begin", tp=4, extra=[
+    v_line("Worker proc VllmWorker-2 died unexpectedly, shutting down executor.", "multiproc_executor.py:149", level="ERROR")]))
+case("dead-rank-log", "quiet", "healthy", meta=meta(tp=4), cmdline=SG4, log=sg_log("ready", tp=4))
+
+case("dead-rank-oom-dmesg", "fires", "oom-killed-scheduler", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4),
+     dmesg="[102311.2] python3 invoked oom-killer: gfp_mask=0x140cca(GFP_HIGHUSER_MOVABLE|__GFP_COMP), order=0, oom_score_adj=0\n"
+           "[102311.9] Out of memory: Killed process 4203 (sglang::schedul) total-vm:512334012kB, anon-rss:120443212kB, file-rss:0kB, shmem-rss:0kB, UID:0 pgtables:245312kB oom_score_adj:0\n")
+case("dead-rank-oom-dmesg", "quiet", "oom-other-process", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4),
+     dmesg="[102311.9] Out of memory: Killed process 812 (node) total-vm:1233012kB, anon-rss:803212kB, file-rss:0kB, shmem-rss:0kB, UID:1000\n")
+
+TOK_MAIN = [fr("SSLSocket.recv_into", "ssl.py", 1251), fr("socket.readinto", "socket.py", 720),
+            fr("HTTPConnectionPool.urlopen", "urllib3/connectionpool.py", 787), fr("Session.send", "requests/sessions.py", 703),
+            fr("_request_wrapper", "huggingface_hub/file_download.py", 302), fr("hf_hub_download", "huggingface_hub/file_download.py", 1010),
+            fr("cached_files", "transformers/utils/hub.py", 470),
+            fr("AutoTokenizer.from_pretrained", "transformers/models/auto/tokenization_auto.py", 1032),
+            fr("get_tokenizer", "sglang/srt/utils/hf_transformers_utils.py", 450),
+            fr("TokenizerManager.__init__", "sglang/srt/managers/tokenizer_manager.py", 260),
+            fr("init_tokenizer_manager", "sglang/srt/entrypoints/engine.py", 1100),
+            fr("Engine._launch_subprocesses", "sglang/srt/entrypoints/engine.py", 1320),
+            fr("launch_server", "sglang/srt/entrypoints/http_server.py", 3156), fr("run_server", "sglang/launch_server.py", 67)]
+case("tokenizer-stack-from-pretrained", "fires", "launcher-fetching-tokenizer", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct",
+     log=sg_log("init_begin", tp=1), stacks={"4100": pyspy(4100, "python3 -m sglang.launch_server", thread(TOK_MAIN, tid=4100))}, procs=procs(1))
+case("tokenizer-stack-from-pretrained", "quiet", "launcher-waits-schedulers", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path meta-llama/Llama-3.1-8B-Instruct",
+     log=sg_log("load_end", tp=1), stacks={"4100": pyspy(4100, "python3 -m sglang.launch_server", thread(LAUNCHER_WAIT, tid=4100))}, procs=procs(1))
+
+case("tokenizer-slow-conversion-log", "fires", "hub-rate-limited", meta=meta("vllm", tp=1), cmdline="vllm serve meta-llama/Llama-3.1-8B-Instruct",
+     log=v_log("header", tp=1, extra=["(APIServer pid=1000) WARNING 11-29 23:00:05 [tokenizer.py:230] 429 Client Error: Too Many Requests for url: https://huggingface.co/api/models/meta-llama/Llama-3.1-8B-Instruct/tree/main, retrying in 8s"]))
+case("tokenizer-slow-conversion-log", "quiet", "healthy", meta=meta("vllm", tp=1), log=v_log("uvicorn", tp=1))
+
+case("detokenizer-dead", "fires", "detokenizer-exited", meta=meta(tp=2), cmdline=SG2, log=sg_log("kv"), procs=procs(2, tokenizer_dead=True))
+case("detokenizer-dead", "quiet", "detokenizer-alive", meta=meta(tp=2), cmdline=SG2, log=sg_log("kv"), procs=procs(2))
+
+case("cpu-thread-oversubscription", "fires", "512-threads-no-omp", meta=meta(tp=8), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-235B-A22B --tp 8",
+     env=env(CUDA_VISIBLE_DEVICES="0,1,2,3,4,5,6,7", NCCL_DEBUG="WARN"), log=sg_log("load_begin", tp=2), procs=procs(2, threads=612))
+case("cpu-thread-oversubscription", "quiet", "omp-set", meta=meta(tp=8), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-235B-A22B --tp 8",
+     env=env(OMP_NUM_THREADS="8"), log=sg_log("load_begin", tp=2), procs=procs(2, threads=612))
+
+case("cpu-thread-errors-log", "fires", "libgomp-failed", meta=meta(tp=8), log=sg_log("load_begin", tp=2, extra=["libgomp: Thread creation failed: Resource temporarily unavailable"]))
+case("cpu-thread-errors-log", "quiet", "healthy", meta=meta(tp=2), log=sg_log("ready"))
+
+# =================================================================== driver.yaml
+
+case("driver-xid-dmesg", "fires", "xid-79", meta=meta("vllm", tp=4), cmdline=V4, log=v_log("load_end", tp=4),
+     dmesg="[345612.1] NVRM: GPU at PCI:0000:c1:00: GPU-5f0a1b2c-7d3e-4f50-9a61-0b1c2d3e4f50\n[345612.1] NVRM: Xid (PCI:0000:c1:00): 79, pid=4202, name=VLLM::Worker_TP2, GPU has fallen off the bus.\n")
+case("driver-xid-dmesg", "quiet", "benign", meta=meta("vllm", tp=4), cmdline=V4, log=v_log("load_end", tp=4),
+     dmesg="[    5.400000] NVRM: loading NVIDIA UNIX x86_64 Kernel Module  570.86.15\n[    6.100000] nvidia-uvm: Loaded the UVM driver, major device number 509.\n")
+
+case("driver-xid-in-log", "fires", "gpu-lost", meta=meta("vllm", tp=1), log=v_log("header", tp=1, extra=[
+    "(EngineCore_DP0 pid=2000) ERROR 11-29 23:00:20 [core.py:700] RuntimeError: Unable to determine the device handle for GPU0000:3B:00.0: GPU is lost.  Reboot the system to recover this GPU"]))
+case("driver-xid-in-log", "quiet", "healthy", meta=meta("vllm", tp=1), log=v_log("uvicorn", tp=1))
+
+case("driver-kernel-stack", "fires", "rank-in-nvidia-module", meta=meta("vllm", tp=1), procs=procs(1, "vllm", states={"engine_core": "D"}),
+     stacks={"2000": "$ cat /proc/2000/stack\n[<0>] os_acquire_spinlock+0x12/0x30 [nvidia]\n[<0>] _nv044077rm+0x5a/0x90 [nvidia]\n"
+                     "[<0>] rm_ioctl+0x64/0xe0 [nvidia]\n[<0>] nvidia_ioctl+0x5e0/0x8d0 [nvidia]\n[<0>] __x64_sys_ioctl+0x95/0xd0\n[<0>] do_syscall_64+0x5b/0x110\n"})
+case("driver-kernel-stack", "quiet", "ordinary-sleep", meta=meta("vllm", tp=1), procs=procs(1, "vllm"),
+     stacks={"2000": "$ cat /proc/2000/stack\n[<0>] futex_wait_queue+0x63/0x90\n[<0>] futex_wait+0x185/0x270\n[<0>] do_futex+0x106/0x1b0\n"
+                     "[<0>] __x64_sys_futex+0x8e/0x1d0\n[<0>] do_syscall_64+0x5b/0x110\n"})
+
+case("driver-d-state-after-load", "fires", "d-state-in-capture", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), procs=procs(2, states={"TP1": "D"}))
+case("driver-d-state-after-load", "quiet", "d-state-while-loading", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("load_begin", extra=["Multi-thread loading shards:  12% Completed | 2/17 [04:10<29:10, 125.0s/it]"]), procs=procs(2, states={"TP1": "D"}))
+
+# =================================================================== user_code.yaml
+
+USER_HOOK = [fr("save", "numpy/lib/_npyio_impl.py", 580),
+             fr("dump_layer", "/workspace/debug_hooks/hs_dump.py", 41),
+             fr("HiddenStateDumper.__call__", "/workspace/debug_hooks/hs_dump.py", 77),
+             fr("Qwen3Model.forward", "sglang/srt/models/qwen3.py", 330)] + FORWARD
+case("user-code-in-rank-stack", "fires", "dump-hook-in-forward", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"),
+     stacks=stacks_all(2, lambda i: USER_HOOK))
+case("user-code-in-rank-stack", "quiet", "engine-only-frames", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: FORWARD))
+
+SAVE_FWD = [fr("_save", "torch/serialization.py", 1020), fr("save", "torch/serialization.py", 964),
+            fr("save_hidden_states", "sglang/srt/models/qwen3.py", 300), fr("Qwen3Model.forward", "sglang/srt/models/qwen3.py", 345)] + FORWARD
+case("user-hook-in-forward-stack", "fires", "torch-save-in-patched-forward", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"),
+     stacks=stacks_all(2, lambda i: SAVE_FWD))
+case("user-hook-in-forward-stack", "quiet", "plain-forward", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: FORWARD))
+
+HS = [f"[HS_DUMP] rank={r} layer=12 shape=(8, 4096) -> /data/hs/r{r}_l12_b8.pt" for r in range(2)]
+case("user-markers-in-log", "fires", "dump-markers-during-capture", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin", extra=HS))
+case("user-markers-in-log", "quiet", "markers-but-ready", meta=meta(tp=2), cmdline=SG2, log=sg_log("ready", extra=HS))
+
+case("user-plugin-env-prior", "fires", "vllm-plugins", meta=meta("vllm", tp=1), env=env(VLLM_PLUGINS="acme_kv_plugin"))
+case("user-plugin-env-prior", "quiet", "no-plugins", meta=meta("vllm", tp=1), env=env(VLLM_LOGGING_LEVEL="DEBUG"))
+
+case("user-launch-wrapper-prior", "fires", "eval-harness", meta=meta("vllm", tp=1), cmdline="python run_eval.py --model /models/Qwen3-8B --backend vllm --tasks gsm8k")
+case("user-launch-wrapper-prior", "quiet", "vllm-serve", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B")
+
+# =================================================================== added in the second pass
+
+case("nccl-p2p-broken-reported", "fires", "vllm-p2p-test-failed", meta=meta("vllm", gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2), cmdline=V2,
+     log=v_log("dist", extra=[v_line("Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+                                     "custom_all_reduce.py:137", "Worker_TP0", 4200, "WARNING")]))
+case("nccl-p2p-broken-reported", "quiet", "p2p-already-disabled", meta=meta("vllm", gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2), cmdline=V2, env=env(NCCL_P2P_DISABLE="1"),
+     log=v_log("dist", extra=[v_line("Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed. To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+                                     "custom_all_reduce.py:137", "Worker_TP0", 4200, "WARNING")]))
+
+case("custom-allreduce-p2p-check-last", "fires", "generating-p2p-cache", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=4), cmdline=V4,
+     log=v_log("dist", tp=4, extra=[v_line("generating GPU P2P access cache in /root/.cache/vllm/gpu_p2p_access_cache_for_0,1,2,3.json", "custom_all_reduce_utils.py:249", "Worker_TP0", 4200)]))
+case("custom-allreduce-p2p-check-last", "quiet", "cache-read-then-loading", meta=meta("vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=4), cmdline=V4,
+     log=v_log("dist", tp=4, extra=[v_line("reading GPU P2P access cache from /root/.cache/vllm/gpu_p2p_access_cache_for_0,1,2,3.json", "custom_all_reduce_utils.py:240", "Worker_TP0", 4200),
+                                    v_line("Starting to load model /models/Llama-3.3-70B-Instruct...", "gpu_model_runner.py:2602", "Worker_TP0", 4200)]))
+
+case("custom-allreduce-ipc-errors", "fires", "ipc-open-failed", meta=meta("vllm", tp=2), cmdline=V2,
+     log=v_log("kv", extra=["(Worker_TP1 pid=4201) ERROR 11-29 23:05:00 [multiproc_executor.py:596] RuntimeError: CUDA error: invalid argument in cudaIpcOpenMemHandle (csrc/custom_all_reduce.cuh:354)"]))
+case("custom-allreduce-ipc-errors", "quiet", "disabled-notice", meta=meta("vllm", tp=2), cmdline=V2 + " --disable-custom-all-reduce", log=v_log("kv"))
+
+case("jit-compile-config-prior", "fires", "torch-compile-flag", meta=meta(tp=1, gpu="NVIDIA H100 80GB HBM3"), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --enable-torch-compile")
+case("jit-compile-config-prior", "fires", "deepgemm-env", meta=meta("vllm", tp=8, gpu="NVIDIA H200"), cmdline="vllm serve /models/DeepSeek-R1 --tensor-parallel-size 8", env=env(VLLM_USE_DEEP_GEMM="1"))
+case("jit-compile-config-prior", "quiet", "deepgemm-off", meta=meta("vllm", tp=8, gpu="NVIDIA H200"), cmdline="vllm serve /models/DeepSeek-R1 --tensor-parallel-size 8", env=env(VLLM_USE_DEEP_GEMM="0"))
+
+case("jit-torch-extension-baton", "fires", "extensions-root-last", meta=meta("vllm", tp=1),
+     log=v_log("load_end", tp=1, compile=False, extra=["Using /root/.cache/torch_extensions/py312_cu128 as PyTorch extensions root..."]))
+case("jit-torch-extension-baton", "quiet", "extension-building", meta=meta("vllm", tp=1),
+     log=v_log("load_end", tp=1, compile=False, extra=["Using /root/.cache/torch_extensions/py312_cu128 as PyTorch extensions root...",
+                                                       "Emitting ninja build file /root/.cache/torch_extensions/py312_cu128/fused_adam/build.ninja...",
+                                                       "Building extension module fused_adam..."]))
+
+case("shm-small-container-flag", "fires", "docker-64m", meta=meta("vllm", tp=2),
+     cmdline="docker run --gpus all --shm-size 64m -p 8000:8000 vllm/vllm-openai:latest --model /models/Qwen3-32B --tensor-parallel-size 2")
+case("shm-small-container-flag", "quiet", "docker-16g", meta=meta("vllm", tp=2),
+     cmdline="docker run --gpus all --shm-size 16g -p 8000:8000 vllm/vllm-openai:latest --model /models/Qwen3-32B --tensor-parallel-size 2")
+
+case("nccl-p2p-pcie-init-last", "fires", "rtx5090-sglang-after-version", meta=meta(tp=2, **R5090), cmdline=SG2, log=sg_log("nccl"))
+case("nccl-p2p-pcie-init-last", "quiet", "rtx5090-with-p2p-disabled", meta=meta(tp=2, **R5090), cmdline=SG2, env=env(NCCL_P2P_DISABLE="1"), log=sg_log("nccl"))
+case("nccl-p2p-pcie-init-last", "quiet", "h100-after-version", meta=meta(tp=2, gpu="NVIDIA H100 80GB HBM3", cc="9.0"), cmdline=SG2, log=sg_log("nccl"))
+
+EDITABLE = [l.replace(SITE + "sglang/", "/workspace/sglang/python/sglang/") for l in FORWARD]
+case("user-code-in-rank-stack", "quiet", "editable-engine-checkout", meta=meta(tp=2), cmdline=SG2, log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: EDITABLE))
+FI_SAMPLING = [fr("top_k_top_p_sampling_from_probs", "flashinfer/sampling.py", 800),
+               fr("TopKTopPSampler.forward_cuda", "vllm/v1/sample/ops/topk_topp_sampler.py", 120),
+               fr("Sampler.forward", "vllm/v1/sample/sampler.py", 95),
+               fr("GPUModelRunner._dummy_sampler_run", "vllm/v1/worker/gpu_model_runner.py", 3243)] + V_PROFILE
+case("flashinfer-jit-on-new-arch", "quiet", "flashinfer-sampler-kernel-5090", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen2.5-7B-Instruct",
+     stacks={"EngineCore": rank_stack(0, FI_SAMPLING, engine="vllm", tp=1, active=True)}, gpus=gpus(1, R5090["gpu"], "12.0", util=100))
+case("arch-kernel-sampler-spin", "fires", "flashinfer-sampler-5090", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen2.5-7B-Instruct",
+     stacks={"EngineCore": rank_stack(0, FI_SAMPLING, engine="vllm", tp=1, active=True)}, gpus=gpus(1, R5090["gpu"], "12.0", util=100))
+
+case("nccl-library-swapped-prior", "fires", "vllm-nccl-so-path", meta=meta("vllm", tp=4), cmdline=V4, env=env(VLLM_NCCL_SO_PATH="/opt/nccl/lib/libnccl.so.2"))
+case("nccl-library-swapped-prior", "quiet", "default-nccl", meta=meta("vllm", tp=4), cmdline=V4, env=env(NCCL_DEBUG="WARN"))
+case("weight-network-storage-prior", "fires", "vllm-download-dir-on-fsx", meta=meta("vllm", tp=2), cmdline="vllm serve Qwen/Qwen3-32B --download-dir /fsx/hf-cache --tensor-parallel-size 2")
