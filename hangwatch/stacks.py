@@ -48,6 +48,21 @@ _ENGINE_FILES = frozenset(
     "cuda_graph_runner.py gpu_model_runner.py gpu_worker.py core.py parallel_state.py launch_server.py "
     "engine.py scheduler_process.py tokenizer_manager.py detokenizer_manager.py data_parallel_controller.py".split()
 )
+# Well-known third-party packages: a pasted short path such as `filelock/_api.py` is theirs.
+_LIBRARIES = frozenset(
+    "filelock flashinfer triton transformers huggingface_hub safetensors deep_gemm sgl_kernel numpy "
+    "requests urllib3 uvicorn uvloop fastapi starlette anyio tqdm zmq msgspec pydantic tokenizers "
+    "xgrammar outlines ray nccl cupy jax accelerate tilelang cutlass flash_attn vllm_flash_attn "
+    "torchvision torchaudio einops aiohttp httpx setuptools pkg_resources importlib_metadata".split()
+)
+# An engine or torch run from a source checkout (`pip install -e`): absolute, outside
+# site-packages, yet the engine's own code.
+_CHECKOUT = re.compile(
+    r"/(?P<pkg>sglang)/(?:srt|launch_server\.py|cli|kernels|jit_kernel)/"
+    r"|/(?P<vpkg>vllm)/(?:v1|engine|entrypoints|model_executor|worker|executor|distributed|attention|compilation|"
+    r"config|platforms|utils|multimodal|transformers_utils)/"
+    r"|/(?P<torch>torch)/(?:distributed|cuda|nn|_dynamo|_inductor|utils|multiprocessing|_ops\.py)"
+)
 _PACKAGE_ROOT = re.compile(r".*/(?:site|dist)-packages/")
 _STDLIB_ROOT = re.compile(r".*/lib(?:64)?/python\d+(?:\.\d+)?t?/")
 _SOURCE_EXT = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|rs|pyx|S)$")
@@ -90,12 +105,20 @@ def frame_origin(filename: str | None, function: str = "", native: bool = False)
     if rel != filename:  # under site-packages or the stdlib directory
         return Origin.LIBRARY
     if filename.startswith("/"):
-        return Origin.USER
-    if top in _STDLIB:
+        return _checkout_origin(filename)
+    if top in _STDLIB or top in _LIBRARIES:
         return Origin.LIBRARY
     if ("/" in rel and top in _ENGINE_DIRS) or rel in _ENGINE_FILES:
         return Origin.ENGINE
     return Origin.USER
+
+
+def _checkout_origin(filename: str) -> Origin:
+    """An absolute path outside site-packages: the user's, unless it is a source checkout."""
+    found = _CHECKOUT.search(filename)
+    if not found:
+        return Origin.USER
+    return Origin.TORCH if found.group("torch") else Origin.ENGINE
 
 
 def split_name(name: str, native: bool = False) -> tuple[str, str]:

@@ -1,0 +1,262 @@
+"""From any pid of a server start to the server: its launcher, command line, flags, port, log, env.
+
+The pid may be the launcher (`python -m sglang.launch_server`, `sglang serve`, `vllm serve`,
+`python -m vllm.entrypoints...`), any of its descendants (a scheduler, a worker: walk up), or
+something above it (a container's first process, a shell wrapper: walk down). Reads /proc
+directly, so `proc_root` can name a host /proc mounted elsewhere, or a fake tree in tests.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import stat
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from hangwatch.engines import ENGINES
+from hangwatch.errors import TargetError
+from hangwatch.flags import parse_flags, server_port
+from hangwatch.redact import filter_env, redact_cmdline
+
+__all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
+
+_DEFAULT_HOST = "127.0.0.1"  # both engines are reachable on loopback when --host is not given
+_MAX_ANCESTORS = 64
+_MAX_DESCENDANTS = 4096  # bound on the walk down from a container's init
+
+
+@dataclass(frozen=True)
+class Server:
+    engine: str | None  # "sglang" / "vllm"; discover() always sets it, `hangwatch run` of a wrapper may not
+    launcher_pid: int
+    cmdline: str  # shell-quoted, secret flag values redacted
+    flags: Mapping[str, str | bool] = field(default_factory=dict)
+    host: str = _DEFAULT_HOST
+    port: int = 0
+    log_path: str | None = None  # where the launcher's stderr/stdout goes, when it is a regular file
+    env: Mapping[str, str] = field(default_factory=dict)  # filtered and redacted
+
+
+def discover(pid: int, *, proc_root: str = "/proc") -> Server:
+    """The server that `pid` belongs to. TargetError when there is no such pid or no server."""
+    cmdline = read_cmdline(pid, proc_root=proc_root)
+    if cmdline is None:
+        raise TargetError(f"no process with pid {pid}")
+    found = _launcher(pid, cmdline, proc_root)
+    if found is None:
+        names = "python -m sglang.launch_server, sglang serve, vllm serve, python -m vllm.entrypoints..."
+        raise TargetError(
+            f"pid {pid} ({_short(cmdline)}) is not an SGLang or vLLM server: no launcher ({names}) "
+            "among it, its parents or its children"
+        )
+    launcher, engine = found
+    return _server(launcher, engine, proc_root)
+
+
+def _server(pid: int, engine: str, proc_root: str) -> Server:
+    # redacted before anything keeps it: cmdline.txt and flags end up in shareable bundles
+    cmdline = redact_cmdline(read_cmdline(pid, proc_root=proc_root) or "")
+    flags = parse_flags(cmdline)
+    host = flags.get("host")
+    return Server(
+        engine=engine,
+        launcher_pid=pid,
+        cmdline=cmdline,
+        flags=flags,
+        host=host if isinstance(host, str) and host else _DEFAULT_HOST,
+        port=server_port(flags, ENGINES[engine]),
+        log_path=log_path(pid, proc_root=proc_root),
+        env=_env(pid, proc_root),
+    )
+
+
+def _short(cmdline: str, limit: int = 120) -> str:
+    return cmdline if len(cmdline) <= limit else cmdline[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------- finding the launcher
+
+
+def launcher_engine(cmdline: str) -> str | None:
+    """The engine whose launcher this command line is, or None."""
+    for name, engine in ENGINES.items():
+        role = engine.process_role(cmdline)
+        if role is not None and role[0] == "launcher":
+            return name
+    return None
+
+
+def _launcher(pid: int, cmdline: str, proc_root: str) -> tuple[int, str] | None:
+    engine = launcher_engine(cmdline)
+    found = (pid, engine) if engine is not None else _launcher_above(pid, proc_root) or _launcher_below(pid, proc_root)
+    if found:
+        return _innermost(found, proc_root)
+    return _embedding_process(pid, proc_root)
+
+
+_RANK_ROLES = frozenset({"scheduler", "engine_core", "worker"})
+
+
+def _rank_engine(pid: int, proc_root: str) -> str | None:
+    cmdline = read_cmdline(pid, proc_root=proc_root) or ""
+    for name, engine in ENGINES.items():
+        role = engine.process_role(cmdline)
+        if role is not None and role[0] in _RANK_ROLES:
+            return name
+    return None
+
+
+def _embedding_process(pid: int, proc_root: str) -> tuple[int, str] | None:
+    """A script that embeds the engine (`sglang.Engine(...)`, `vllm.LLM(...)`) has no launcher
+    command line: it is the nearest ancestor of a rank process that is not a rank itself."""
+    rank = pid if _rank_engine(pid, proc_root) else _first_rank_below(pid, proc_root)
+    if rank is None:
+        return None
+    engine = _rank_engine(rank, proc_root)
+    current = rank
+    for _ in range(_MAX_ANCESTORS):
+        parent = _ppid(current, proc_root)
+        if parent is None or parent <= 1:
+            return None
+        if not _rank_engine(parent, proc_root):
+            return (parent, engine) if engine else None
+        current = parent
+    return None
+
+
+def _first_rank_below(pid: int, proc_root: str) -> int | None:
+    children = _children_map(proc_root)
+    queue, seen = deque(children.get(pid, ())), 0
+    while queue and seen < _MAX_DESCENDANTS:
+        child = queue.popleft()
+        seen += 1
+        if _rank_engine(child, proc_root):
+            return child
+        queue.extend(children.get(child, ()))
+    return None
+
+
+def _innermost(found: tuple[int, str], proc_root: str) -> tuple[int, str]:
+    """Go down through wrappers whose command line names the launcher too (`sh -c "python -m
+    sglang.launch_server ..."`, `uv run ...`): the real launcher is the last of the chain."""
+    children = _children_map(proc_root)
+    pid, engine = found
+    for _ in range(_MAX_ANCESTORS):
+        inner = [c for c in children.get(pid, ()) if launcher_engine(read_cmdline(c, proc_root=proc_root) or "") == engine]
+        if len(inner) != 1:
+            return pid, engine
+        pid = inner[0]
+    return pid, engine
+
+
+def _launcher_above(pid: int, proc_root: str) -> tuple[int, str] | None:
+    # the nearest launcher wins: `hangwatch run` or a wrapper script may itself sit under one
+    current = _ppid(pid, proc_root)
+    for _ in range(_MAX_ANCESTORS):
+        if current is None or current <= 1:
+            return None
+        engine = launcher_engine(read_cmdline(current, proc_root=proc_root) or "")
+        if engine is not None:
+            return current, engine
+        current = _ppid(current, proc_root)
+    return None
+
+
+def _launcher_below(pid: int, proc_root: str) -> tuple[int, str] | None:
+    """Breadth first, so the shallowest launcher wins (a container's init → shell → launcher)."""
+    children = _children_map(proc_root)
+    queue, seen = deque(children.get(pid, ())), 0
+    while queue and seen < _MAX_DESCENDANTS:
+        child = queue.popleft()
+        seen += 1
+        engine = launcher_engine(read_cmdline(child, proc_root=proc_root) or "")
+        if engine is not None:
+            return child, engine
+        queue.extend(children.get(child, ()))
+    return None
+
+
+def _children_map(proc_root: str) -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return children
+    for name in names:
+        if name.isdigit():
+            parent = _ppid(int(name), proc_root)
+            if parent is not None:
+                children.setdefault(parent, []).append(int(name))
+    for pids in children.values():
+        pids.sort()
+    return children
+
+
+# ---------------------------------------------------------------- /proc readers
+
+
+def read_cmdline(pid: int, *, proc_root: str = "/proc") -> str | None:
+    """/proc/PID/cmdline, shell-quoted; "" for a kernel thread or zombie, None when there is no pid."""
+    try:
+        with open(f"{proc_root}/{pid}/cmdline", "rb") as fh:
+            raw = fh.read()
+    except (FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    except OSError:
+        return ""
+    args = raw.decode("utf-8", "replace").split("\x00")
+    while args and not args[-1]:  # the final NUL, and setproctitle's NUL padding
+        args.pop()
+    return shlex.join(args)
+
+
+def _ppid(pid: int, proc_root: str) -> int | None:
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as fh:
+            data = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    fields = data.rsplit(")", 1)[-1].split()  # comm may hold spaces and ")"
+    try:
+        return int(fields[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def log_path(pid: int, *, proc_root: str = "/proc") -> str | None:
+    """The file the process writes stderr (logging, tqdm) or stdout to, when it is a regular file.
+
+    The link text names the file in the server's mount namespace; when that path is not the
+    same file here (a sidecar, a deleted log), the /proc/PID/fd/N path itself still reads it.
+    """
+    for fd in (2, 1):
+        fd_path = f"{proc_root}/{pid}/fd/{fd}"
+        try:
+            held = os.stat(fd_path)
+            target = os.readlink(fd_path)
+        except OSError:
+            continue
+        if not stat.S_ISREG(held.st_mode):
+            continue  # a terminal, a pipe, /dev/null
+        return target if _same_file(target, held) else fd_path
+    return None
+
+
+def _same_file(path: str, held: os.stat_result) -> bool:
+    try:
+        here = os.stat(path)
+    except OSError:
+        return False
+    return (here.st_ino, here.st_dev) == (held.st_ino, held.st_dev)
+
+
+def _env(pid: int, proc_root: str) -> dict[str, str]:
+    try:
+        with open(f"{proc_root}/{pid}/environ", "rb") as fh:
+            raw = fh.read()
+    except OSError:
+        return {}  # another user's process: the env is optional evidence
+    pairs = (item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\x00") if "=" in item)
+    return dict(filter_env({key: value for key, value in pairs}))

@@ -1,0 +1,260 @@
+"""The process table of one server: the root pid and all its descendants, via psutil.
+
+    read_procs(root_pid)                      one snapshot (cpu_percent is None: no previous sample)
+    ProcessSampler().sample(root_pid)         repeated snapshots with cpu_percent and exited processes
+
+A field that cannot be read (psutil.AccessDenied, a file that vanished) is None; only a root pid
+that does not exist raises SourceUnavailable. psutil errors stop in this module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+import psutil
+
+from hangwatch.engines import ENGINES
+from hangwatch.errors import SourceUnavailable
+from hangwatch.model import ProcessRecord
+
+__all__ = ["ProcessSampler", "process_role", "read_io_bytes", "read_process", "read_procs"]
+
+_STATE_LETTERS = {
+    psutil.STATUS_RUNNING: "R",
+    psutil.STATUS_SLEEPING: "S",
+    psutil.STATUS_DISK_SLEEP: "D",
+    psutil.STATUS_ZOMBIE: "Z",
+    psutil.STATUS_STOPPED: "T",
+    psutil.STATUS_TRACING_STOP: "t",
+    psutil.STATUS_IDLE: "I",
+    psutil.STATUS_DEAD: "X",
+}
+_FIELD_ERRORS = (psutil.Error, OSError, ValueError)
+_PROCFS_LOCK = threading.Lock()
+_MAX_DEAD = 32  # exited processes a sampler keeps reporting (a dead scheduler must stay visible)
+
+
+def process_role(cmdline: str) -> tuple[str, str | None]:
+    """(role, rank) from a command line, asking every engine: its own titles and launcher, and the
+    roles common to all (JIT compilers nvcc/ninja/cicc/ptxas/gcc/cc1plus → "compiler"); else "other"."""
+    for engine in ENGINES.values():
+        found = engine.process_role(cmdline)
+        if found is not None and found[0] != "other":
+            return found
+    return "other", None
+
+
+def read_procs(root_pid: int, *, proc_root: str = "/proc") -> list[ProcessRecord]:
+    """One snapshot of `root_pid` and its descendants, root first; cpu_percent is None."""
+    return ProcessSampler(proc_root=proc_root).sample(root_pid)
+
+
+@dataclass
+class _Seen:
+    record: ProcessRecord
+    cpu_time_s: float | None
+    at: float  # time.monotonic() of the sample
+
+
+class ProcessSampler:
+    """Samples a process tree repeatedly; keeps a per-process cache for CPU% and exits.
+
+    A process seen before and gone now stays in the result as alive=False, with its exit code
+    when it can be known (our own child, or a zombie whose parent has not reaped it yet).
+    """
+
+    def __init__(self, *, proc_root: str = "/proc", max_dead: int = _MAX_DEAD):
+        self.proc_root = proc_root
+        self.max_dead = max_dead
+        self._seen: dict[tuple[int, float | None], _Seen] = {}
+        self._dead: OrderedDict[tuple[int, float | None], ProcessRecord] = OrderedDict()
+
+    def sample(self, root_pid: int) -> list[ProcessRecord]:
+        with _procfs(self.proc_root):
+            procs = _tree(root_pid)
+            now = time.monotonic()
+            current = {key: self._record(proc, now) for key, proc in _keyed(procs)}
+            self._remember_dead(set(current))
+        self._seen = current
+        return [seen.record for seen in current.values()] + list(self._dead.values())
+
+    def _record(self, proc: psutil.Process, now: float) -> _Seen:
+        record = read_process(proc, proc_root=self.proc_root)
+        previous = self._seen.get((record.pid, record.create_time))
+        percent = _cpu_percent(previous, record.cpu_time_s, now)
+        if percent is not None:
+            record = replace(record, cpu_percent=percent)
+        return _Seen(record, record.cpu_time_s, now)
+
+    def _remember_dead(self, alive_keys: set[tuple[int, float | None]]) -> None:
+        for key, seen in self._seen.items():
+            if key in alive_keys or key in self._dead or seen.record.role == "compiler":
+                continue  # compilers come and go by the hundred during a JIT; only live ones matter
+            if _still_running(*key):
+                continue  # it left the tree (re-parented to init when its parent died), not exited
+            self._dead[key] = _as_exited(seen.record)
+        while len(self._dead) > self.max_dead:
+            self._dead.popitem(last=False)
+        for key in alive_keys:
+            self._dead.pop(key, None)
+
+
+def _keyed(procs: list[psutil.Process]) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:
+    for proc in procs:
+        yield (proc.pid, _field(proc.create_time)), proc
+
+
+def _still_running(pid: int, create_time: float | None) -> bool:
+    try:
+        proc = psutil.Process(pid)
+        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def _cpu_percent(previous: _Seen | None, cpu_time_s: float | None, now: float) -> float | None:
+    if previous is None or previous.cpu_time_s is None or cpu_time_s is None or now <= previous.at:
+        return None
+    return round(max(0.0, cpu_time_s - previous.cpu_time_s) / (now - previous.at) * 100.0, 1)
+
+
+@contextlib.contextmanager
+def _procfs(proc_root: str) -> Iterator[None]:
+    """psutil reads a module-level PROCFS_PATH; switch it only for a non-default root (a host
+    /proc mounted at /host/proc in a DaemonSet), under a lock so threads do not mix roots."""
+    if proc_root == psutil.PROCFS_PATH:
+        yield
+        return
+    with _PROCFS_LOCK:
+        saved, psutil.PROCFS_PATH = psutil.PROCFS_PATH, proc_root
+        try:
+            yield
+        finally:
+            psutil.PROCFS_PATH = saved
+
+
+def _tree(root_pid: int) -> list[psutil.Process]:
+    try:
+        root = psutil.Process(root_pid)
+    except psutil.NoSuchProcess as exc:
+        raise SourceUnavailable("procs", f"no process with pid {root_pid}", "is the server still running?") from exc
+    except psutil.Error as exc:
+        raise SourceUnavailable("procs", f"cannot read pid {root_pid}: {exc}", "run hangwatch as the server's user or root") from exc
+    try:
+        children = root.children(recursive=True)
+    except psutil.Error:
+        children = []  # the root exited while we walked; report it alone
+    return [root, *children]
+
+
+def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRecord:
+    """One process record; each field that cannot be read is None."""
+    with proc.oneshot():
+        cmdline = _cmdline(proc)
+        role, rank = process_role(cmdline)
+        state = _state(proc)
+        alive = state not in ("Z", "X") if state is not None else _field(proc.is_running) is True
+        times = _field(proc.cpu_times)
+        memory = _field(proc.memory_info)
+        return ProcessRecord(
+            pid=proc.pid,
+            ppid=_field(proc.ppid),
+            cmdline=cmdline,
+            role=role,
+            rank=rank,
+            state=state,
+            rss_mib=None if memory is None else round(memory.rss / 2**20, 1),
+            alive=alive,
+            exit_code=None if alive else _exit_code(proc.pid, state, proc_root),
+            cpu_time_s=None if times is None else round(times.user + times.system, 2),
+            num_threads=_field(proc.num_threads),
+            io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root),
+            create_time=_field(proc.create_time),
+        )
+
+
+def _field(getter):  # type: ignore[no-untyped-def]
+    try:
+        return getter()
+    except _FIELD_ERRORS:
+        return None
+
+
+def _cmdline(proc: psutil.Process) -> str:
+    argv = _field(proc.cmdline)
+    # setproctitle pads the title with NULs; psutil turns the padding into empty arguments
+    while argv and not argv[-1]:
+        argv.pop()
+    if argv:
+        return shlex.join(argv)
+    name = _field(proc.name)
+    return f"[{name}]" if name else ""  # a kernel thread or a zombie, shown as ps does
+
+
+def _state(proc: psutil.Process) -> str | None:
+    status = _field(proc.status)
+    return None if status is None else _STATE_LETTERS.get(status, "?")
+
+
+def read_io_bytes(pid: int, *, proc_root: str = "/proc") -> int | None:
+    """rchar + read_bytes of /proc/PID/io (None when unreadable: another user, no CONFIG_TASK_IO)."""
+    try:
+        with open(f"{proc_root}/{pid}/io", "rb") as fh:
+            text = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    try:
+        return int(fields["rchar"]) + int(fields["read_bytes"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _exit_code(pid: int, state: str | None, proc_root: str) -> int | None:
+    code = _stat_exit_code(pid, proc_root) if state == "Z" else None
+    return code if code is not None else _child_exit_code(pid)
+
+
+def _stat_exit_code(pid: int, proc_root: str) -> int | None:
+    """Exit status of a zombie from /proc/PID/stat field 52 (Linux >= 3.5), as waitpid reports it."""
+    try:
+        with open(f"{proc_root}/{pid}/stat", "rb") as fh:
+            stat = fh.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    fields = stat.rsplit(")", 1)[-1].split()  # the comm field may hold spaces and parentheses
+    if len(fields) < 50:
+        return None
+    return _decode_wait_status(int(fields[49]))
+
+
+def _decode_wait_status(status: int) -> int:
+    if os.WIFSIGNALED(status):
+        return -os.WTERMSIG(status)
+    return os.WEXITSTATUS(status)
+
+
+def _as_exited(record: ProcessRecord) -> ProcessRecord:
+    code = record.exit_code if record.exit_code is not None else _child_exit_code(record.pid)
+    return replace(record, alive=False, state=None, cpu_percent=None, exit_code=code)
+
+
+def _child_exit_code(pid: int) -> int | None:
+    """Exit code of our own child without reaping it (WNOWAIT): `hangwatch run` owns the Popen
+    and must still be able to wait() for it. None for a process that is not our child."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError):
+        return None
+    if info is None:
+        return None
+    if info.si_code == os.CLD_EXITED:
+        return info.si_status
+    return -info.si_status  # CLD_KILLED / CLD_DUMPED: the signal number

@@ -1,0 +1,154 @@
+"""read_procs / ProcessSampler on real process trees."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import pytest
+from liveprocs import Spawner, start_fake_server, wait_until
+
+from hangwatch.errors import SourceUnavailable
+from hangwatch.sources.procs import ProcessSampler, process_role, read_io_bytes, read_procs
+
+# a parent that starts CHILD_CODE children and writes their pids to $HW_READY
+PARENT = """
+import json, os, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", code]) for code in {codes!r}]
+open(os.environ["HW_READY"], "w").write(json.dumps([k.pid for k in kids]))
+{after}
+time.sleep(60)
+"""
+
+
+def by_pid(records):
+    return {r.pid: r for r in records}
+
+
+def test_root_and_descendants_with_fields(spawner: Spawner, tmp_path) -> None:
+    # GIVEN a parent with two sleeping children
+    code = PARENT.format(codes=["import time; time.sleep(60)"] * 2, after="")
+    parent, kids = spawner.ready(code, tmp_path / "ready.json")
+    # WHEN (once the children have finished starting and sleep)
+    records = wait_until(lambda: (r := read_procs(parent.pid)) and all(p.state == "S" for p in r[1:]) and r)
+    # THEN the root comes first, then both children, with their fields read
+    assert records[0].pid == parent.pid and records[0].ppid == os.getpid()
+    assert set(by_pid(records)) == {parent.pid, *kids}
+    child = by_pid(records)[kids[0]]
+    assert child.ppid == parent.pid and child.alive and child.exit_code is None
+    assert child.role == "other" and child.rank is None
+    assert child.cmdline.startswith(sys.executable) and "time.sleep(60)" in child.cmdline
+    assert child.rss_mib and child.rss_mib > 1 and child.num_threads == 1
+    assert child.cpu_time_s is not None and child.cpu_percent is None  # one sample: no rate yet
+    assert child.io_read_bytes is not None and child.io_read_bytes > 0  # python read its stdlib
+    assert child.create_time and abs(child.create_time - time.time()) < 60
+
+
+def test_cpu_percent_from_the_delta_between_samples(spawner: Spawner) -> None:
+    busy = spawner.python("while True: pass")
+    idle = spawner.python("import time; time.sleep(60)")
+    samplers = {proc.pid: ProcessSampler() for proc in (busy, idle)}
+    time.sleep(0.3)  # past start-up
+    for pid, sampler in samplers.items():
+        sampler.sample(pid)
+    time.sleep(1.0)
+    busy_pct, idle_pct = (samplers[p.pid].sample(p.pid)[0].cpu_percent for p in (busy, idle))
+    # loose bounds: CI machines are shared, and CPU time is counted in 10 ms ticks
+    assert busy_pct is not None and busy_pct > 10
+    assert idle_pct is not None and idle_pct < 5
+
+
+def test_roles_and_ranks_of_a_fake_sglang_tree(spawner: Spawner, tmp_path) -> None:
+    launcher, info = start_fake_server(spawner, tmp_path, "sglang", ["--tp", "2"])
+    records = by_pid(read_procs(launcher.pid))
+    assert records[launcher.pid].role == "launcher"
+    assert {(records[pid].role, records[pid].rank) for pid in info["children"].values()} == {
+        ("scheduler", "TP0"), ("scheduler", "TP1"), ("detokenizer", None)}
+    assert records[info["children"]["sglang::scheduler_TP1"]].cmdline.startswith("sglang::scheduler_TP1 ")
+
+
+def test_compiler_children_get_their_role(spawner: Spawner, tmp_path) -> None:
+    # argv[0] "nvcc" on a python that sleeps: the command line is what identifies a compiler
+    nvcc = spawner.start(["nvcc", "-c", "import time; time.sleep(60)"], executable=sys.executable)
+    wait_until(lambda: read_procs(nvcc.pid)[0].cmdline.startswith("nvcc"))
+    assert read_procs(nvcc.pid)[0].role == "compiler"
+    assert process_role("/usr/local/cuda/bin/ptxas -arch=sm_90 a.ptx") == ("compiler", None)
+    assert process_role("ninja -v") == ("compiler", None)
+    assert process_role("bash -c true") == ("other", None)
+
+
+@pytest.mark.parametrize(("code", "expected"), [("import sys; sys.exit(3)", 3), ("import os; os.kill(os.getpid(), 9)", -9)])
+def test_an_unreaped_child_is_dead_with_its_exit_code(spawner: Spawner, tmp_path, code, expected) -> None:
+    # GIVEN a parent that never reaps its child: the child stays a zombie in the tree
+    parent, (kid,) = spawner.ready(PARENT.format(codes=[code], after=""), tmp_path / "r.json")
+    wait_until(lambda: by_pid(read_procs(parent.pid))[kid].state == "Z")
+    # THEN it is reported dead, with the status the kernel keeps for its parent
+    record = by_pid(read_procs(parent.pid))[kid]
+    assert (record.alive, record.exit_code) == (False, expected)
+
+
+def test_an_exited_process_stays_in_the_list(spawner: Spawner, tmp_path) -> None:
+    # GIVEN a child that its parent reaps after 0.5 s
+    code = PARENT.format(codes=["import time; time.sleep(0.5)"], after="kids[0].wait()")
+    parent, (kid,) = spawner.ready(code, tmp_path / "r.json")
+    sampler = ProcessSampler()
+    assert by_pid(sampler.sample(parent.pid))[kid].alive
+    # WHEN it is gone
+    wait_until(lambda: not os.path.exists(f"/proc/{kid}"))
+    records = by_pid(sampler.sample(parent.pid))
+    # THEN it is still listed, dead; its exit code went to its parent, so it is unknown
+    assert records[kid].alive is False and records[kid].exit_code is None and records[kid].cpu_percent is None
+    assert by_pid(sampler.sample(parent.pid))[kid].alive is False  # and it stays
+
+
+def test_exit_code_of_our_own_child_is_read_without_reaping_it(spawner: Spawner) -> None:
+    child = spawner.python("import sys; sys.exit(7)")
+    sampler = ProcessSampler()
+    sampler.sample(os.getpid())
+    wait_until(lambda: child.pid in by_pid(sampler.sample(os.getpid())) and by_pid(sampler.sample(os.getpid()))[child.pid].state == "Z")
+    assert by_pid(sampler.sample(os.getpid()))[child.pid].exit_code == 7
+    assert child.wait(timeout=5) == 7  # the Popen still owns the status
+
+
+def test_a_process_that_left_the_tree_is_not_reported_dead(spawner: Spawner, tmp_path) -> None:
+    # GIVEN root -> middle -> leaf; the middle exits after 1 s (its parent does not reap it)
+    middle = (
+        "import os, subprocess, sys, time; "
+        "leaf = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "open(os.environ['HW_LEAF'], 'w').write(str(leaf.pid)); time.sleep(1)"
+    )
+    leaf_file = tmp_path / "leaf"
+    root, (mid,) = spawner.ready(PARENT.format(codes=[middle], after=""), tmp_path / "r.json", env={"HW_LEAF": str(leaf_file)})
+    leaf = int(wait_until(lambda: leaf_file.exists() and leaf_file.read_text()))
+    spawner.titled[leaf] = sys.executable  # stopped at teardown
+    sampler = ProcessSampler()
+    assert leaf in by_pid(sampler.sample(root.pid))
+    # WHEN the middle exits, the leaf is re-parented out of the tree
+    wait_until(lambda: by_pid(sampler.sample(root.pid))[mid].state == "Z", timeout_s=5)
+    records = by_pid(sampler.sample(root.pid))
+    # THEN the middle is dead with exit 0, and the leaf (still running) is not called dead
+    assert (records[mid].alive, records[mid].exit_code) == (False, 0)
+    assert leaf not in records and os.path.exists(f"/proc/{leaf}")
+
+
+def test_missing_root_is_source_unavailable() -> None:
+    with pytest.raises(SourceUnavailable, match="no process with pid 999999999"):
+        read_procs(999999999)
+
+
+def test_dead_compilers_are_not_kept(spawner: Spawner) -> None:
+    nvcc = spawner.start(["nvcc", "-c", "import time; time.sleep(0.3)"], executable=sys.executable)
+    sampler = ProcessSampler()
+    wait_until(lambda: any(r.role == "compiler" for r in sampler.sample(os.getpid())))
+    nvcc.wait(timeout=5)
+    assert all(r.pid != nvcc.pid for r in sampler.sample(os.getpid()))
+
+
+def test_read_io_bytes_sums_rchar_and_read_bytes(tmp_path) -> None:
+    (tmp_path / "42").mkdir()
+    (tmp_path / "42" / "io").write_text("rchar: 100\nwchar: 5\nsyscr: 1\nsyscw: 1\nread_bytes: 4096\nwrite_bytes: 0\n")
+    assert read_io_bytes(42, proc_root=str(tmp_path)) == 4196
+    assert read_io_bytes(43, proc_root=str(tmp_path)) is None  # unreadable -> None, never an error
+    (tmp_path / "42" / "io").write_text("garbage")
+    assert read_io_bytes(42, proc_root=str(tmp_path)) is None
