@@ -22,6 +22,7 @@ app.add_typer(rules_app, name="rules")
 def _register() -> None:
     # Each module adds its commands to `app` / `rules_app`.
     from hangwatch.commands import offline  # noqa: F401
+    from hangwatch.commands import live  # noqa: F401
 
 
 def main() -> None:

@@ -1,0 +1,59 @@
+"""The table of evidence atoms a rule condition may use (docs/rules.md, "Conditions").
+
+`ATOMS` maps each atom to its check, `(compiled argument, Context) -> AtomResult`; `ARGS` maps it
+to the parser that compiles its YAML argument once, at load time. Prefix atoms are keyed as
+`flag.*`, `env.*`, `meta.*` and receive the name after the dot in their argument.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from hangwatch.classify import atoms_phase, atoms_stack, atoms_system, atoms_text
+from hangwatch.classify.conditions import AtomFn
+from hangwatch.classify.values import Site
+
+ArgParser = Callable[[Any, Site], Any]
+
+ATOMS: dict[str, AtomFn] = {
+    **atoms_text.ATOMS,
+    **atoms_phase.ATOMS,
+    **atoms_stack.ATOMS,
+    **atoms_system.ATOMS,
+}
+ARGS: dict[str, ArgParser] = {
+    **atoms_text.ARGS,
+    **atoms_phase.ARGS,
+    **atoms_stack.ARGS,
+    **atoms_system.ARGS,
+}
+PREFIXES = ("flag.", "env.", "meta.")
+
+# The evidence file an atom reads, to tell what is missing (`None`: always there).
+_EVIDENCE = {
+    "log": "log",
+    "phase": "log",
+    "stack": "stacks",
+    "gpu": "gpus",
+    "proc": "procs",
+    "port": "ports",
+    "flag": "cmdline",
+    "cmdline": "cmdline",
+    "env": "env",
+    "dmesg": "dmesg",
+}
+
+
+def table_key(name: str) -> str | None:
+    """The `ATOMS` key for an atom as written (`flag.tp` → `flag.*`); None when unknown."""
+    if name in ATOMS:
+        return name
+    for prefix in PREFIXES:
+        if name.startswith(prefix) and len(name) > len(prefix):
+            return prefix + "*"
+    return None
+
+
+def evidence_of(name: str) -> str | None:
+    return _EVIDENCE.get(name.split(".", 1)[0])
+

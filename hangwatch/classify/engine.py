@@ -1,0 +1,241 @@
+"""The classifier: evidence + rules → verdict. Pure: no I/O and no clock.
+
+`classify` builds one `Context`, calls `match_rule` per rule in a plain loop, orders the matches
+with `rank_matches`, then decides the state (docs/rules.md, "How a verdict is chosen").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+from hangwatch.classify.atoms import evidence_of
+from hangwatch.classify.context import MAIN, RANK_ROLES, Context, label_order
+from hangwatch.classify.rule import Rule
+from hangwatch.classify.template import render
+from hangwatch.model import Evidence, Fact, Missing, Phase, ProcessRecord, RunnerUp, Source, State, Verdict
+
+DEFAULT_BUDGETS: Mapping[Phase, float] = {
+    Phase.LAUNCH: 120,
+    Phase.DIST_INIT: 60,
+    Phase.WEIGHT_LOAD: 120,
+    Phase.KV_CACHE: 120,
+    Phase.ATTN_BACKEND: 300,
+    Phase.CUDA_GRAPH: 300,
+    Phase.HTTP_UP: 60,
+    Phase.WARMUP: 120,
+}
+SLOW_AFTER_S = 30.0  # quiet longer than this while something moves: "progressing", not "starting"
+UNKNOWN_CONFIDENCE = 0.2
+MAX_FACTS = 12
+MAX_RUNNERS_UP = 5
+
+# How to collect each kind of evidence when a rule wanted it and the bundle lacks it.
+HOW_TO_COLLECT: dict[str, Missing] = {
+    "log": Missing("log", "no server log", "save the server's stdout/stderr as server.log, or `hangwatch collect PID`"),
+    "stacks": Missing(
+        "stacks", "no stack dumps", "run `py-spy dump --pid PID --json` for each scheduler rank, or `hangwatch collect PID`"
+    ),
+    "gpus": Missing(
+        "gpus", "no GPU samples",
+        "`nvidia-smi --query-gpu=index,name,compute_cap,memory.used,utilization.gpu --format=csv` a few times, "
+        "or `hangwatch collect PID`",
+    ),
+    "procs": Missing("procs", "no process table", "`ps -eLf` of the server's process tree, or `hangwatch collect PID`"),
+    "cmdline": Missing("cmdline", "no launch command line", "put the launch command in cmdline.txt"),
+    "env": Missing("env", "no environment", "`env | grep -E '^(NCCL|CUDA|TORCH|SGLANG|VLLM|FLASHINFER)_' > env.txt`"),
+    "ports": Missing("ports", "no listening sockets", "`ss -tlnp > ports.txt`"),
+    "dmesg": Missing("dmesg", "no kernel messages", "`dmesg -T > dmesg.txt` (Xid and OOM-killer lines)"),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Match:
+    """A rule whose condition held, with what it found. `held`: its hold time has passed."""
+
+    rule: Rule
+    facts: tuple[Fact, ...] = ()
+    culprits: tuple[str, ...] = ()
+    values: Mapping[str, Any] = field(default_factory=dict)
+    specificity: int = 0  # atoms that held
+    held: bool = True
+
+
+def hold_passed(rule: Rule, quiet_s: float | None) -> bool:
+    """Unknown quiet time counts as held: a pasted bundle is a report of a hang."""
+    return rule.immediate or quiet_s is None or quiet_s >= rule.hold_s
+
+
+def match_rule(rule: Rule, ctx: Context) -> Match | None:
+    if not rule.fits_engine(ctx.engine):
+        return None
+    outcome = rule.when.evaluate(ctx)
+    if not outcome.held:
+        return None
+    held = hold_passed(rule, ctx.quiet_s)
+    return Match(rule, outcome.facts, outcome.culprits, outcome.values, outcome.atoms, held)
+
+
+def rank_matches(matches: Iterable[Match]) -> list[Match]:
+    """Held before pending; then confidence, specificity, severity; the rule id breaks ties."""
+    return sorted(
+        matches,
+        key=lambda m: (not m.held, -m.rule.confidence, -m.specificity, -m.rule.severity_rank, m.rule.id),
+    )
+
+
+# ---------------------------------------------------------------- state
+
+
+def is_crashed(ctx: Context) -> bool:
+    """The launcher exited, or every rank process is gone."""
+    procs = ctx.evidence.procs
+    if any(p.role == "launcher" and not p.alive for p in procs):
+        return True
+    ranks = [p for p in procs if p.role in RANK_ROLES]
+    return bool(ranks) and not any(p.alive and p.state != "Z" for p in ranks)
+
+
+def budget_phase(ctx: Context) -> Phase:
+    """The phase whose budget applies: the one the furthest-behind rank is in or about to begin."""
+    if ctx.behind is None:
+        return Phase.LAUNCH
+    phase, ended = ctx.behind[1]
+    phases = list(Phase)
+    return phases[min(phase.order + 1, len(phases) - 1)] if ended else phase
+
+
+def _phases(ctx: Context) -> dict[str, Phase]:
+    return {rank: ctx.positions[rank][0] for rank in sorted(ctx.positions, key=label_order)}
+
+
+def _common(ctx: Context) -> dict[str, Any]:
+    return {
+        "phase": ctx.behind[1][0] if ctx.behind else None,
+        "phases": _phases(ctx),
+        "since_s": ctx.quiet_s,
+        "engine": ctx.engine,
+    }
+
+
+def _runners_up(ranked: Sequence[Match], winner: Match | None) -> tuple[RunnerUp, ...]:
+    others = [m for m in ranked if m is not winner][:MAX_RUNNERS_UP]
+    return tuple(RunnerUp(m.rule.cause, m.rule.id, m.rule.confidence) for m in others)
+
+
+def _present(ctx: Context) -> dict[str, bool]:
+    ev = ctx.evidence
+    return {
+        "log": bool(ev.log), "stacks": bool(ev.stacks), "gpus": bool(ev.gpus), "procs": bool(ev.procs),
+        "cmdline": ctx.cmdline_known, "env": bool(ev.env), "ports": ctx.ports_known, "dmesg": bool(ev.dmesg),
+    }  # fmt: skip
+
+
+def missing_for(ctx: Context, rules: Iterable[Rule]) -> tuple[Missing, ...]:
+    """The evidence's own gaps plus each kind these rules read that the evidence lacks."""
+    wanted = {evidence_of(atom) for rule in rules for atom in rule.atoms}
+    known = {m.source for m in ctx.evidence.missing}
+    present = _present(ctx)
+    extra = [how for kind, how in HOW_TO_COLLECT.items() if kind in wanted and not present[kind] and kind not in known]
+    return (*ctx.evidence.missing, *extra)
+
+
+# ---------------------------------------------------------------- verdicts
+
+
+def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Context) -> Verdict:
+    rule = winner.rule
+    near = [m.rule for m in ranked]
+    return Verdict(
+        state=state, cause=rule.cause, confidence=rule.confidence, rule=rule.id, title=rule.title,
+        message=render(rule.message, winner.values, ctx, winner.culprits) if rule.message else None,
+        evidence=winner.facts[:MAX_FACTS], remedy=rule.remedy, ranks=winner.culprits,
+        runners_up=_runners_up(ranked, winner), missing=missing_for(ctx, near),
+        references=rule.references, **_common(ctx),
+    )  # fmt: skip
+
+
+def _where_it_stands(ctx: Context) -> tuple[Fact, ...]:
+    """For a verdict no rule explains: the furthest-behind rank's last phase line and the last log line."""
+    facts = []
+    if ctx.behind:
+        rank, position = ctx.behind
+        event = ctx.event_for(rank, position)
+        if event is not None:
+            detail = None if rank == MAIN else rank
+            facts.append(Fact(f"furthest behind: {event.text}", Source("server.log", event.lineno, detail)))
+    if ctx.evidence.log:
+        last = ctx.evidence.log[-1]
+        facts.append(Fact(f"last log line: {last.text}", Source("server.log", last.lineno, last.rank)))
+    return tuple(facts)
+
+
+def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule], message: str) -> Verdict:
+    return Verdict(
+        state=State.STALLED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
+        title="Stalled, and no rule explains it", message=message, evidence=_where_it_stands(ctx),
+        remedy="Look at the evidence below, collect what is missing, and report the bundle.",
+        runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules), **_common(ctx),
+    )  # fmt: skip
+
+
+def _healthy(state: State, ctx: Context, ranked: Sequence[Match], message: str | None) -> Verdict:
+    return Verdict(
+        state=state, cause=None, confidence=1.0 if state is State.READY else 0.5, message=message,
+        runners_up=_runners_up(ranked, None), missing=ctx.evidence.missing, **_common(ctx),
+    )  # fmt: skip
+
+
+def _who(proc: ProcessRecord) -> str:
+    return f"{proc.role} {proc.rank} (pid {proc.pid})" if proc.rank else f"{proc.role} (pid {proc.pid})"
+
+
+def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
+    if ranked:
+        return _from_match(State.CRASHED, ranked[0], ranked, ctx)
+    dead = [p for p in ctx.evidence.procs if not p.alive and p.role in (*RANK_ROLES, "launcher")]
+    facts = tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead)
+    return Verdict(
+        state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],
+        remedy="Read the end of the server log and `dmesg -T` for why it exited.",
+        missing=missing_for(ctx, []), **_common(ctx),
+    )  # fmt: skip
+
+
+def _without_match(
+    ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule], budgets: Mapping[Phase, float]
+) -> Verdict:
+    quiet = ctx.quiet_s
+    if quiet is None:
+        return _unknown_stall(ctx, ranked, rules, "The bundle reports a hang, and no rule matched its evidence.")
+    phase = budget_phase(ctx)
+    budget = budgets.get(phase, DEFAULT_BUDGETS.get(phase, 120.0))
+    if quiet > budget:
+        text = f"Nothing has moved for {quiet:.0f}s in {phase.value} (budget {budget:.0f}s), and no rule explains it."
+        return _unknown_stall(ctx, ranked, rules, text)
+    signals = ctx.evidence.progress_signals
+    if quiet > SLOW_AFTER_S and signals:
+        text = f"Slow in {phase.value}, still moving: {', '.join(signals)}."
+        return _healthy(State.PROGRESSING, ctx, ranked, text)
+    return _healthy(State.STARTING, ctx, ranked, None)
+
+
+def classify(
+    evidence: Evidence,
+    rules: Sequence[Rule],
+    now: float | None = None,
+    budgets: Mapping[Phase, float] | None = None,
+) -> Verdict:
+    """Decide the verdict for `evidence`. `now` is accepted for callers that replay a history;
+    evidence already carries its times relative to the observation (`since_last_progress_s`)."""
+    ctx = Context(evidence)
+    ranked = rank_matches(m for rule in rules if (m := match_rule(rule, ctx)) is not None)
+    if is_crashed(ctx):
+        return _crashed(ctx, ranked)
+    if ctx.ready:
+        return _healthy(State.READY, ctx, ranked, None)
+    winner = ranked[0] if ranked and ranked[0].held else None
+    if winner is not None:
+        state = State.PROGRESSING if winner.rule.state is State.PROGRESSING else State.STALLED
+        return _from_match(state, winner, ranked, ctx)
+    return _without_match(ctx, ranked, rules, {**DEFAULT_BUDGETS, **(budgets or {})})

@@ -1,0 +1,133 @@
+"""Offline commands: `diagnose` a bundle, `eval` a corpus, `rules check` and `rules test`.
+
+Errors are raised as `HangwatchError`s; `hangwatch.cli.main` prints them in one line and exits 2.
+"""
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from typing_extensions import Annotated
+
+from hangwatch.classify import RULES_DIR, Rule, classify, load_rules
+from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
+from hangwatch.cli import app, rules_app
+from hangwatch.commands.evaluate import find_cases, print_summary, score_case, summarize
+from hangwatch.commands.report import print_verdict
+from hangwatch.errors import HangwatchError
+
+RulesOption = Annotated[
+    Optional[List[Path]],
+    typer.Option("--rules", help="Extra rule file or directory (repeatable); added to the shipped rules."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of the report.")]
+BuiltinOption = Annotated[bool, typer.Option("--builtin/--no-builtin", help="Include the shipped rules.")]
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _rules(extra: Optional[List[Path]], builtin: bool = True) -> List[Rule]:
+    paths = ([RULES_DIR] if builtin else []) + list(extra or [])
+    return load_rules(paths)
+
+
+def _read_bundle():  # type: ignore[no-untyped-def]
+    from hangwatch.bundle import read_bundle  # imported late: `rules check` needs no bundle reader
+
+    return read_bundle
+
+
+def _print_json(data: object) -> None:
+    print(json.dumps(data, indent=2, ensure_ascii=False))
+
+
+@app.command()
+def diagnose(
+    path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see BUNDLE.md).")],
+    json_out: JsonOption = False,
+    rules: RulesOption = None,
+    builtin: BuiltinOption = True,
+) -> None:
+    """Say why the server in a bundle is stuck: state, cause, evidence, remedy."""
+    verdict = classify(_read_bundle()(path), _rules(rules, builtin))
+    if json_out:
+        _print_json(verdict.to_dict())
+    else:
+        print_verdict(verdict, _console())
+
+
+@app.command("eval")
+def evaluate(
+    directory: Annotated[Path, typer.Argument(help="A folder of bundles, each with an expected.json.")],
+    json_out: JsonOption = False,
+    min_accuracy: Annotated[
+        Optional[float], typer.Option("--min-accuracy", help="Exit 1 when cause accuracy (0..1) is below this.")
+    ] = None,
+    rules: RulesOption = None,
+    builtin: BuiltinOption = True,
+) -> None:
+    """Diagnose every bundle of a corpus and score causes and states against expected.json."""
+    cases = find_cases(directory)
+    if not cases:
+        raise HangwatchError(f"{directory}: no bundle with an expected.json")
+    rule_set, read = _rules(rules, builtin), _read_bundle()
+    summary = summarize([score_case(case, rule_set, read) for case in cases])
+    if json_out:
+        _print_json(summary)
+    else:
+        print_summary(summary, _console())
+    if min_accuracy is not None and (summary["cause_accuracy"] or 0.0) < min_accuracy:
+        raise typer.Exit(1)
+
+
+@rules_app.command("check")
+def rules_check(
+    paths: Annotated[
+        Optional[List[Path]], typer.Argument(help="Rule files or directories (default: the shipped rules).")
+    ] = None,
+) -> None:
+    """Validate rule files; print every problem as file:line:column: reason."""
+    rules, errors = load_rules(paths or None, collect_errors=True)
+    for error in errors:
+        print(error, file=sys.stderr)
+    print(f"{len(rules)} rules valid, {len(errors)} errors")
+    if errors:
+        raise typer.Exit(1)
+
+
+def _default_tests_dir() -> Path:
+    here = Path("tests/rules")
+    return here if here.is_dir() else RULES_DIR.parent.parent / "tests" / "rules"
+
+
+def _print_test_result(result: RuleTestResult) -> None:
+    where = f" {result.kind}/{Path(result.bundle).name}" if result.bundle else ""
+    detail = f": {result.detail}" if result.detail else ""
+    print(f"{result.status.upper():8} {result.rule}{where}{detail}")
+
+
+@rules_app.command("test")
+def rules_test(
+    rules: Annotated[
+        Optional[List[Path]],
+        typer.Option("--rules", help="Rule files or directories to test (default: the shipped rules)."),
+    ] = None,
+    tests: Annotated[Optional[Path], typer.Option("--tests", help="Test folder (default: tests/rules).")] = None,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List passing bundles too.")] = False,
+) -> None:
+    """Run each rule on its tests/rules/<id>/fires and quiet bundles."""
+    rule_set = load_rules(rules or None)
+    results = run_rule_tests(rule_set, tests or _default_tests_dir(), _read_bundle())
+    for result in results:
+        if verbose or result.status != "pass":
+            _print_test_result(result)
+    failed = sum(result.failed for result in results)
+    passed = sum(result.status == "pass" for result in results)
+    print(f"{len(rule_set)} rules: {passed} bundles pass, {failed} problems")
+    if failed:
+        raise typer.Exit(1)

@@ -1,0 +1,45 @@
+"""The chunked, memoised log search gives exactly what a per-line search gives."""
+
+from __future__ import annotations
+
+import re
+
+from classify_builders import logs
+
+from hangwatch.classify import logscan
+from hangwatch.classify.context import Context
+from hangwatch.model import Evidence, LogLine
+
+
+def _per_line(pattern: re.Pattern[str], lines: tuple[LogLine, ...]) -> list[LogLine]:
+    return [line for line in lines if pattern.search(line.text)]
+
+
+LINES = logs(*[f"line {i} {'Load weight begin.' if i % 97 == 0 else 'noise'}" for i in range(1000)])
+
+
+def test_same_hits_as_a_per_line_search() -> None:
+    for regex in (r"Load weight", r"^line 3\d\b", r"noise$", r"\Aline 5\b", r"begin\.\Z", r"(?i)LOAD", r"noise\s+line"):
+        pattern = re.compile(regex)
+        assert Context(Evidence(log=LINES)).log_hits(pattern) == _per_line(pattern, LINES), regex
+
+
+def test_a_match_across_lines_is_not_a_hit() -> None:
+    lines = logs("ends with Load", "weight at the start")
+    assert Context(Evidence(log=lines)).log_hits(re.compile(r"Load\sweight")) == []
+
+
+def test_memo_is_per_line_objects_not_line_numbers() -> None:
+    pattern = re.compile("marker")
+    first = logs("marker here", "nothing")
+    second = logs("nothing", "marker there")  # same line numbers, other lines
+    assert Context(Evidence(log=first)).log_hits(pattern) == [first[0]]
+    assert Context(Evidence(log=second)).log_hits(pattern) == [second[1]]
+
+
+def test_chunks_follow_line_numbers_so_a_sliding_window_reuses_them() -> None:
+    window = LINES[300:900]
+    shifted = LINES[301:901]
+    before, after = logscan.chunks(window), logscan.chunks(shifted)
+    assert [c.lines[0].lineno for c in before] == [301, 512, 768]
+    assert after[1] is before[1]
