@@ -1,0 +1,396 @@
+"""Alerts: one message per stall episode, a resolved message on recovery, delivered in the background.
+
+    AlertDispatcher.on_verdict  (watch loop; O(1), never blocks)
+        └── decision thread: transitions and episodes in the HistoryStore, which alerts are due
+              └── one delivery thread per sink: retries with backoff, 429 honours Retry-After
+
+An episode starts when the state becomes stalled or crashed and ends when it leaves both. Its id
+is persisted, with one delivery record per (episode, sink, kind), so a daemon restarted after
+kill -9 neither loses history nor alerts again for an episode it already alerted. Incoming Slack
+webhooks cannot edit a message (no `ts` comes back), so "resolved" is a second message.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import random
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+from slack_sdk.webhook import WebhookClient
+
+from hangwatch.model import State, Verdict
+from hangwatch.redact import redact_url
+from hangwatch.store import HistoryStore
+from hangwatch.view import redact_string, redacted, redacted_verdict
+
+__all__ = [
+    "Alert", "AlertDispatcher", "DeliveryError", "RetryPolicy", "Sink", "SlackSink", "WebhookSink",
+    "slack_client", "slack_message",
+]
+
+log = logging.getLogger(__name__)
+
+ALERTING = (State.STALLED, State.CRASHED)
+
+
+@dataclass(frozen=True)
+class Alert:
+    kind: str  # "firing" | "resolved"
+    server: str
+    episode_id: str
+    verdict: dict[str, Any]  # redacted Verdict.to_dict(); for "resolved", the verdict that ended the episode
+    at: float  # when the dispatcher decided it
+    started: float  # when the episode began
+    episode_state: str = "stalled"  # the alerting state the episode began in
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+class DeliveryError(Exception):
+    """A failed post. `permanent`: retrying cannot help (400/403/404); `retry_after`: the peer's wish."""
+
+    def __init__(self, reason: str, *, permanent: bool = False, retry_after: float | None = None) -> None:
+        super().__init__(redact_string(reason))
+        self.permanent, self.retry_after = permanent, retry_after
+
+
+class Sink(Protocol):
+    name: str
+
+    def send(self, alert: Alert) -> None:
+        """Deliver once or raise DeliveryError; retries are the dispatcher's job."""
+        ...
+
+
+def slack_client(url: str, *, timeout: float = 10.0) -> WebhookClient:
+    """A WebhookClient without slack-sdk's own retries: ours run in the background and are recorded."""
+    return WebhookClient(url, timeout=int(max(1, timeout)), retry_handlers=[])
+
+
+class SlackSink:
+    """Posts Block Kit messages through a slack-sdk `WebhookClient` it is handed."""
+
+    def __init__(self, client: WebhookClient, public_url: str | None = None, *, name: str = "slack") -> None:
+        self.client, self.public_url, self.name = client, public_url, name
+
+    def send(self, alert: Alert) -> None:
+        _post(self.client, slack_message(alert, self.public_url))
+
+
+class WebhookSink:
+    """POSTs `{"event", "server", "episode_id", "at", "started", "verdict"}` as JSON to any URL."""
+
+    def __init__(self, url: str, *, timeout: float = 10.0, name: str = "webhook") -> None:
+        self.client, self.name = slack_client(url, timeout=timeout), name
+
+    def send(self, alert: Alert) -> None:
+        body = {"event": alert.kind, "server": alert.server, "episode_id": alert.episode_id, "at": alert.at,
+                "started": alert.started, "verdict": alert.verdict}
+        _post(self.client, body)
+
+
+def _post(client: WebhookClient, body: dict[str, Any]) -> None:
+    try:
+        response = client.send_dict(body)
+    except Exception as exc:  # urllib/http.client/socket errors: refused, reset, timeout, garbage status line
+        raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
+    _check(response.status_code, response.headers or {}, response.body or "")
+
+
+def _check(status: int, headers: dict[str, Any], body: str) -> None:
+    if 200 <= status < 300:
+        return
+    if status == 429:
+        raise DeliveryError("HTTP 429 rate limited", retry_after=_retry_after(headers))
+    reason = f"HTTP {status}: {body[:200]!r}"
+    # 408 and 5xx may pass; other 4xx (invalid_payload, no_service, bad token) will not.
+    raise DeliveryError(reason, permanent=400 <= status < 500 and status != 408)
+
+
+def _retry_after(headers: dict[str, Any]) -> float | None:
+    for key, value in headers.items():
+        if key.lower() == "retry-after":
+            value = value[0] if isinstance(value, list) else value
+            try:
+                return max(0.0, float(value))
+            except (TypeError, ValueError):
+                return None  # an HTTP-date or garbage: fall back to our own backoff
+    return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 6
+    base_s: float = 1.0
+    cap_s: float = 60.0
+    max_retry_after_s: float = 300.0  # a peer asking for longer is not waited on
+
+    def delay(self, attempt: int, error: DeliveryError) -> float | None:
+        """Seconds to wait before attempt `attempt + 1`, or None to give up."""
+        if error.permanent or attempt >= self.attempts:
+            return None
+        if error.retry_after is not None:
+            return error.retry_after if error.retry_after <= self.max_retry_after_s else None
+        backoff = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+        return backoff * random.uniform(0.8, 1.2)  # jitter: many agents must not retry in step
+
+
+class _SinkWorker:
+    """One thread per sink, FIFO: a slow Slack never delays the generic webhook, nor the loop."""
+
+    def __init__(self, sink: Sink, store: HistoryStore, policy: RetryPolicy, stop: threading.Event) -> None:
+        self.sink, self._store, self._policy, self._stop = sink, store, policy, stop
+        self.queue: queue.Queue[Alert] = queue.Queue()
+        self.thread = threading.Thread(target=self._run, name=f"hangwatch-alert-{sink.name}", daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                alert = self.queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._deliver(alert)
+            except Exception:  # a bug in a sink must not kill the thread that serves later episodes
+                log.exception("alert sink %s failed", self.sink.name)
+            finally:
+                self.queue.task_done()
+
+    def _deliver(self, alert: Alert) -> None:
+        if alert.kind == "resolved" and self._store.alert_status(alert.episode_id, self.sink.name) != "sent":
+            self._record(alert, "skipped", 0, "the firing alert never reached this sink")
+            return
+        attempt = 0
+        while not self._stop.is_set():
+            attempt += 1
+            try:
+                self.sink.send(alert)
+            except DeliveryError as error:
+                wait = self._policy.delay(attempt, error)
+                self._record(alert, "failed" if wait is None else "pending", attempt, str(error))
+                if wait is None or self._stop.wait(wait):
+                    return
+                continue
+            self._record(alert, "sent", attempt, None)
+            return
+
+    def _record(self, alert: Alert, status: str, attempts: int, detail: str | None) -> None:
+        self._store.record_alert(alert.episode_id, self.sink.name, alert.kind, status, attempts=attempts,
+                                 detail=detail)
+
+
+class AlertDispatcher:
+    """Decides stall episodes from verdicts and hands alerts to the sinks' delivery threads."""
+
+    def __init__(
+        self,
+        sinks: Sequence[Sink],
+        store: HistoryStore | None = None,
+        *,
+        policy: RetryPolicy = RetryPolicy(),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store if store is not None else HistoryStore(":memory:")
+        self._clock = clock
+        self._stop = threading.Event()
+        self._workers = [_SinkWorker(sink, self.store, policy, self._stop) for sink in sinks]
+        self._inbox: queue.Queue[tuple[Verdict, str, float]] = queue.Queue(maxsize=1000)
+        self._seen: dict[str, tuple[str, str | None]] = {}  # server -> last key enqueued (loop thread only)
+        self._submitted: set[tuple[str, str, str]] = set()  # (episode, sink, kind) handed over in this process
+        self._thread = threading.Thread(target=self._run, name="hangwatch-alerts", daemon=True)
+        self._thread.start()
+
+    def on_verdict(self, verdict: Verdict, server: str) -> None:
+        """Called by the watch loop every tick; only a change of (state, cause) goes further."""
+        key = (verdict.state.value, verdict.cause)
+        if self._seen.get(server) == key:
+            return
+        try:
+            self._inbox.put_nowait((verdict, server, self._clock()))
+            self._seen[server] = key
+        except queue.Full:  # the decision thread is wedged (disk?): drop rather than stall the loop
+            log.warning("alert inbox full; dropped a verdict for %s", server)
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Wait until every queued verdict is decided and every alert delivered or given up."""
+        deadline = time.monotonic() + timeout
+        queues = [self._inbox] + [w.queue for w in self._workers]
+        while time.monotonic() < deadline:
+            if all(q.unfinished_tasks == 0 for q in queues):
+                return True
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout: float = 2.0) -> None:
+        self._stop.set()
+        for thread in [self._thread] + [w.thread for w in self._workers]:
+            thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                verdict, server, at = self._inbox.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            try:
+                self._decide(verdict, server, at)
+            except Exception:
+                log.exception("alert decision failed for %s", server)
+            finally:
+                self._inbox.task_done()
+
+    def _decide(self, verdict: Verdict, server: str, at: float) -> None:
+        body = redacted_verdict(verdict)
+        server = redacted(server)
+        episode = self.store.open_episode(server)
+        if verdict.state in ALERTING:
+            episode = episode or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at)
+            self._transition(verdict, server, at, body, episode.id)
+            self._submit("firing", Alert("firing", server, episode.id, body, at, episode.started, episode.state))
+        elif episode is not None:
+            self.store.end_episode(episode.id, at=at)
+            self._transition(verdict, server, at, body, episode.id)
+            self._submit("resolved", Alert("resolved", server, episode.id, body, at, episode.started, episode.state))
+        else:
+            self._transition(verdict, server, at, body, None)
+
+    def _transition(self, verdict: Verdict, server: str, at: float, body: dict[str, Any], episode_id: str | None) -> None:
+        last = self.store.last_transition(server)
+        if last is not None and (last.state, last.cause) == (verdict.state.value, verdict.cause):
+            return  # the same verdict seen again after a restart: history already has it
+        self.store.record_transition(
+            server, verdict.state.value, prev_state=last.state if last else None, cause=verdict.cause,
+            rule=verdict.rule, phase=body["phase"], episode_id=episode_id, verdict=body, at=at)
+
+    def _submit(self, kind: str, alert: Alert) -> None:
+        for worker in self._workers:
+            key = (alert.episode_id, worker.sink.name, kind)
+            status = self.store.alert_status(alert.episode_id, worker.sink.name, kind)
+            # "sent"/"failed"/"skipped" are final; None or "pending" (killed mid-retry) still owe a post.
+            if key in self._submitted or status not in (None, "pending"):
+                continue
+            self._submitted.add(key)
+            self.store.record_alert(alert.episode_id, worker.sink.name, kind, "pending", at=alert.at)
+            worker.queue.put(alert)
+
+
+# ---------------------------------------------------------------- Slack Block Kit
+
+_SECTION_MAX = 3000  # Slack: section text
+_HEADER_MAX = 150  # Slack: header plain_text
+_MAX_BLOCKS = 50
+_FACTS_SHOWN = 8
+_ICON = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
+
+
+def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]:
+    """`{"text", "blocks"}` for one alert, inside Slack's limits; stacks are linked, never inlined."""
+    blocks = _firing_blocks(alert) if alert.kind == "firing" else _resolved_blocks(alert)
+    blocks += _links(public_url)
+    blocks.append(_context(f"episode `{alert.episode_id}` · hangwatch · {_when(alert.at)}"))
+    return {"text": _fallback(alert), "blocks": blocks[:_MAX_BLOCKS]}
+
+
+def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
+    v = alert.verdict
+    state = v["state"]
+    blocks = [_header(f"{_ICON.get(state, '')} {alert.server}: {state.upper()}")]
+    fields = [
+        f"*Cause*\n`{v['cause'] or 'unknown'}` ({v['confidence_label']}, {v['confidence']})",
+        f"*Phase*\n{v['phase'] or 'unknown'}",
+        f"*Culprit ranks*\n{_ranks(v['ranks'])}",
+        f"*Stalled for*\n{_duration(v['since_s'])}",
+        f"*Rule*\n`{v['rule'] or '-'}`",
+    ]
+    blocks.append({"type": "section", "fields": [_mrkdwn(f, 2000) for f in fields]})
+    if v["title"] or v["message"]:
+        blocks.append(_section(f"*{v['title'] or ''}*\n{v['message'] or ''}"))
+    if v["evidence"]:
+        blocks.append(_section("*Deciding evidence*\n" + _facts(v["evidence"])))
+    if v["remedy"]:
+        blocks.append(_section(f"*Remedy*\n{v['remedy']}"))
+    if v["missing"]:
+        missing = ", ".join(f"{m['source']} ({m['reason']})" for m in v["missing"])
+        blocks.append(_context(f"Not collected: {missing}"))
+    return blocks
+
+
+def _resolved_blocks(alert: Alert) -> list[dict[str, Any]]:
+    v = alert.verdict
+    text = (f"The {alert.episode_state} episode is over after {_duration(alert.at - alert.started)}; "
+            f"the server is now *{v['state']}* (phase {v['phase'] or 'unknown'}).")
+    return [_header(f"{_ICON['resolved']} {alert.server}: RESOLVED"), _section(text)]
+
+
+def _links(public_url: str | None) -> list[dict[str, Any]]:
+    if not public_url:
+        return []
+    base = redact_url(public_url).rstrip("/")
+    buttons = [{"type": "button", "text": {"type": "plain_text", "text": label}, "url": f"{base}{path}"}
+               for label, path in (("Verdict", "/verdict"), ("Bundle (.tar.gz)", "/bundle"), ("Stacks", "/stacks"))]
+    return [{"type": "actions", "elements": buttons}]
+
+
+def _fallback(alert: Alert) -> str:
+    v = alert.verdict
+    if alert.kind == "resolved":
+        return f"{alert.server}: resolved, now {v['state']}"
+    return _clip(f"{alert.server}: {v['state']} in {v['phase'] or 'unknown phase'}: {v['cause'] or 'unknown cause'}", 300)
+
+
+def _facts(facts: list[dict[str, str]], budget: int = _SECTION_MAX - 100) -> str:
+    """Bullets for the first facts that fit the section; the rest are counted, not cut mid-line."""
+    lines: list[str] = []
+    for fact in facts[:_FACTS_SHOWN]:
+        line = f"• {_clip(fact['text'], 300)} — `{_clip(fact['source'], 120)}`"
+        if sum(len(x) + 1 for x in lines) + len(line) > budget:
+            break
+        lines.append(line)
+    if len(lines) < len(facts):
+        lines.append(f"… and {len(facts) - len(lines)} more in /verdict")
+    return "\n".join(lines)
+
+
+def _ranks(ranks: list[str]) -> str:
+    if not ranks:
+        return "none stands out"
+    shown = ", ".join(ranks[:12])
+    return shown + (f" (+{len(ranks) - 12} more)" if len(ranks) > 12 else "")
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    seconds = int(seconds)
+    return f"{seconds // 60}m {seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _when(at: float) -> str:
+    iso = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    return f"<!date^{int(at)}^{{date_short_pretty}} {{time_secs}}|{iso}>"
+
+
+def _header(text: str) -> dict[str, Any]:
+    return {"type": "header", "text": {"type": "plain_text", "text": _clip(text, _HEADER_MAX), "emoji": True}}
+
+
+def _section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": _mrkdwn(text, _SECTION_MAX)}
+
+
+def _context(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [_mrkdwn(text, 2000)]}
+
+
+def _mrkdwn(text: str, limit: int) -> dict[str, str]:
+    return {"type": "mrkdwn", "text": _clip(text, limit)}
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,418 @@
+"""The HTTP API: FastAPI on uvicorn, in a daemon thread of the watcher's process.
+
+Endpoints only read the `WatchView` (a few reference copies under its lock), so the loop never
+waits on a request and a request never waits on a tick. Nothing here runs a program or writes a
+file. Every response passes through `hangwatch.redact`; a guard in front of the app bounds body
+size (413) and request rate per client (429) and checks the bearer token (401) on every path but
+/healthz.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Literal, Mapping
+
+import uvicorn
+from fastapi import FastAPI, Query, Request, Response
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import choose_encoder
+from pydantic import BaseModel, ConfigDict
+
+from hangwatch.bundle import bundle_tarball_bytes
+from hangwatch.errors import HangwatchError
+from hangwatch.metrics import _VERSION, make_registry
+from hangwatch.model import Verdict
+from hangwatch.store import HistoryStore
+from hangwatch.view import WatchView, redact_string, redacted, redacted_verdict
+
+__all__ = ["ServeError", "ServerHandle", "create_app", "serve_in_thread", "is_loopback"]
+
+DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9464
+_JSON = "application/json"
+
+
+class ServeError(HangwatchError):
+    help_text = ("hangwatch serves on 127.0.0.1:9464 by default. To bind elsewhere pass --token TOKEN (clients send "
+                 "'Authorization: Bearer TOKEN'), or --insecure on a network you trust; use --port for another port.")
+
+
+# ---------------------------------------------------------------- response models (the OpenAPI schema)
+
+
+class FactModel(BaseModel):
+    text: str
+    source: str
+
+
+class RunnerUpModel(BaseModel):
+    cause: str
+    rule: str
+    confidence: float
+
+
+class MissingModel(BaseModel):
+    source: str
+    reason: str
+    hint: str | None
+
+
+class VerdictModel(BaseModel):
+    """The same shape as `hangwatch diagnose --json` (Verdict.to_dict)."""
+
+    state: Literal["starting", "progressing", "stalled", "ready", "crashed"]
+    cause: str | None
+    confidence: float
+    confidence_label: Literal["low", "medium", "high"]
+    rule: str | None
+    title: str | None
+    message: str | None
+    phase: str | None
+    phases: dict[str, str]
+    evidence: list[FactModel]
+    remedy: str | None
+    ranks: list[str]
+    runners_up: list[RunnerUpModel]
+    missing: list[MissingModel]
+    since_s: float | None
+    engine: str | None
+    references: list[str]
+
+
+class HealthModel(BaseModel):
+    status: Literal["ok"]
+    ticks: int  # watch-loop ticks so far: a probe can check that it grows
+    state: str | None  # None before the first verdict
+
+
+class StacksModel(BaseModel):
+    server: str
+    stacks: dict[str, list[dict[str, Any]]]  # rank label -> threads, each {"name", "frames": [...], ...}
+
+
+class PhaseSpanModel(BaseModel):
+    model_config = ConfigDict(extra="allow")  # the loop may add detail (line numbers, progress)
+    phase: str
+    at: float | None
+    end: float | None = None
+
+
+class TimelineModel(BaseModel):
+    server: str
+    ranks: dict[str, list[PhaseSpanModel]]
+
+
+class TransitionModel(BaseModel):
+    id: int
+    at: float
+    server: str
+    state: str
+    prev_state: str | None
+    cause: str | None
+    rule: str | None
+    phase: str | None
+    episode_id: str | None
+
+
+class AlertRecordModel(BaseModel):
+    at: float
+    episode_id: str
+    sink: str
+    kind: str
+    status: str
+    attempts: int
+    detail: str | None
+
+
+class HistoryModel(BaseModel):
+    enabled: bool  # False when the daemon runs without a history store
+    transitions: list[TransitionModel]
+    alerts: list[AlertRecordModel]
+
+
+class ErrorModel(BaseModel):
+    detail: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"model": ErrorModel, "description": "Missing or wrong bearer token"},
+    413: {"model": ErrorModel, "description": "Request body too large"},
+    429: {"model": ErrorModel, "description": "Too many requests from this client"},
+}
+
+
+# ---------------------------------------------------------------- the app
+
+
+def create_app(
+    view: WatchView,
+    *,
+    token: str | None = None,
+    store: HistoryStore | None = None,
+    max_body: int = 64 * 1024,
+    rate: float | None = 50.0,
+    registry: CollectorRegistry | None = None,
+) -> FastAPI:
+    """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded."""
+    app = FastAPI(title="hangwatch", version=_VERSION, description=_DESCRIPTION, responses=_ERRORS)
+    app.state.token = token
+    registry = registry if registry is not None else make_registry(view)
+    _routes(app, view, store, registry)
+    app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate)
+    return app
+
+
+_DESCRIPTION = ("Why is this SGLang/vLLM server stuck starting? The latest verdict, stacks, phases, metrics, "
+                "an evidence bundle and the alert history of one watched server. Read-only.")
+
+
+def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry: CollectorRegistry) -> None:
+    cache = _VerdictCache()
+
+    @app.get("/healthz", response_model=HealthModel, summary="Liveness (no token needed)")
+    async def healthz() -> dict[str, Any]:
+        verdict = view.verdict()
+        return {"status": "ok", "ticks": view.tick_count(), "state": verdict.state.value if verdict else None}
+
+    @app.get("/verdict", response_model=VerdictModel, summary="The latest verdict (as `diagnose --json`)",
+             responses={503: {"model": ErrorModel, "description": "No verdict yet"}})
+    async def verdict() -> Response:
+        current = view.verdict()
+        if current is None:
+            return _json_response({"detail": "no verdict yet"}, 503, {"Retry-After": "1"})
+        return Response(cache.body(current), media_type=_JSON)
+
+    @app.get("/stacks", response_model=StacksModel, summary="The latest Python stacks per rank")
+    def stacks() -> dict[str, Any]:
+        return {"server": view.server_name, "stacks": redacted(view.stacks())}
+
+    @app.get("/timeline", response_model=TimelineModel, summary="Startup phases per rank, with times")
+    def timeline() -> dict[str, Any]:
+        return {"server": view.server_name, "ranks": redacted(view.timeline())}
+
+    @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
+    def history(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+        if store is None:
+            return {"enabled": False, "transitions": [], "alerts": []}
+        return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
+                         "alerts": [a.to_dict() for a in store.alerts(limit)]})
+
+    @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
+             response_class=Response, responses={200: {"content": {"application/gzip": {}}}})
+    def bundle() -> Response:
+        data = bundle_tarball_bytes(redacted_files(view.bundle_files()))
+        name = f"hangwatch-{_safe(view.server_name)}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.tar.gz"
+        return Response(data, media_type="application/gzip",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @app.get("/metrics", summary="Prometheus metrics (text format; OpenMetrics on request)",
+             response_class=Response, responses={200: {"content": {"text/plain": {}}}})
+    def metrics(request: Request) -> Response:
+        encoder, content_type = choose_encoder(request.headers.get("accept", ""))
+        return Response(encoder(registry), headers={"Content-Type": content_type})
+
+
+class _VerdictCache:
+    """Redacts and encodes each verdict once: the loop replaces it about once a second, clients poll faster."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._verdict: Verdict | None = None
+        self._body = b""
+
+    def body(self, verdict: Verdict) -> bytes:
+        with self._lock:
+            if verdict is not self._verdict:
+                self._body = json.dumps(redacted_verdict(verdict)).encode()
+                self._verdict = verdict
+            return self._body
+
+
+def redacted_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Bundle files with secrets masked in every text file; binary files pass as they are."""
+    return {name: _redacted_file(name, data) for name, data in files.items()}
+
+
+def _redacted_file(name: str, data: bytes) -> bytes:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    if name.endswith(".json"):
+        # Redact inside the parsed strings: a text substitution could eat a closing quote.
+        try:
+            return json.dumps(redacted(json.loads(text)), indent=1).encode()
+        except ValueError:
+            pass
+    return redact_string(text).encode("utf-8")
+
+
+def _json_response(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(json.dumps(body).encode(), status_code=status, media_type=_JSON, headers=headers)
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)[:64] or "server"
+
+
+# ---------------------------------------------------------------- the guard (plain ASGI: cheap per request)
+
+
+class _Guard:
+    """413 for big bodies, 429 past `rate` per client address, 401 without the bearer token."""
+
+    def __init__(self, app: Any, *, token: str | None, max_body: int, rate: float | None) -> None:
+        self.app, self.max_body = app, max_body
+        self._token = f"Bearer {token}".encode() if token else None
+        self._limiter = _RateLimiter(rate) if rate else None
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        if _content_length(headers) > self.max_body:
+            return await _send_json(send, 413, "request body too large")
+        if b"transfer-encoding" in headers:
+            receive = await self._buffer(receive)
+            if receive is None:
+                return await _send_json(send, 413, "request body too large")
+        client = (scope.get("client") or ("?", 0))[0]
+        if self._limiter and not self._limiter.allow(client):
+            return await _send_json(send, 429, "too many requests", [(b"retry-after", b"1")])
+        if self._token and scope["path"] != "/healthz" and not self._authorised(headers):
+            return await _send_json(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
+        await self.app(scope, receive, send)
+
+    def _authorised(self, headers: dict[bytes, bytes]) -> bool:
+        return hmac.compare_digest(headers.get(b"authorization", b""), self._token or b"")
+
+    async def _buffer(self, receive: Any) -> Any:
+        """Read a chunked body up to max_body; a replaying `receive`, or None when it is too big."""
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            more = message.get("more_body", False)
+            if size > self.max_body:
+                return None
+        body = b"".join(chunks)
+
+        async def replay() -> dict[str, Any]:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
+
+
+class _RateLimiter:
+    """A token bucket per client address; runs on the event loop thread only, so no lock."""
+
+    def __init__(self, rate: float, *, max_clients: int = 10_000) -> None:
+        self.rate, self.burst, self.max_clients = rate, 2 * rate, max_clients
+        self._buckets: dict[str, tuple[float, float]] = {}
+
+    def allow(self, client: str) -> bool:
+        now = time.monotonic()
+        tokens, last = self._buckets.get(client, (self.burst, now))
+        tokens = min(self.burst, tokens + (now - last) * self.rate)
+        if len(self._buckets) >= self.max_clients and client not in self._buckets:
+            self._buckets.clear()  # a flood of addresses: forget them all rather than grow without bound
+        self._buckets[client] = (tokens - 1 if tokens >= 1 else tokens, now)
+        return tokens >= 1
+
+
+def _content_length(headers: dict[bytes, bytes]) -> int:
+    try:
+        return int(headers.get(b"content-length", b"0") or 0)
+    except ValueError:
+        return 0  # h11 has already rejected a malformed length; nothing to bound here
+
+async def _send_json(send: Any, status: int, detail: str, extra: list[tuple[bytes, bytes]] | None = None) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers + (extra or [])})
+    await send({"type": "http.response.body", "body": body})
+
+
+# ---------------------------------------------------------------- serving
+
+
+@dataclass
+class ServerHandle:
+    server: uvicorn.Server
+    thread: threading.Thread
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve_in_thread(
+    app: FastAPI,
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    *,
+    token: str | None = None,
+    insecure: bool = False,
+    log_level: str = "warning",
+    start_timeout: float = 10.0,
+) -> ServerHandle:
+    """Start uvicorn for `app` in a daemon thread and return once it accepts connections (port 0: any free)."""
+    token = token or app.state.token
+    if token and token != app.state.token:
+        raise ServeError("the token given to serve_in_thread differs from the one the app checks")
+    if not is_loopback(host) and not token and not insecure:
+        raise ServeError(f"refusing to serve on {host} without --token (or --insecure): the API shows stacks, "
+                         "command lines and logs of the watched server")
+    sock = _bind(host, port)
+    config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", proxy_headers=False,
+                            server_header=False, timeout_keep_alive=5)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="hangwatch-api", daemon=True)
+    thread.start()
+    _wait_started(server, thread, start_timeout)
+    return ServerHandle(server, thread, host, sock.getsockname()[1])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    # Bound here, not by uvicorn, so "address in use" is a clear error now and port 0 reports its port.
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        raise ServeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+    return sock
+
+
+def _wait_started(server: uvicorn.Server, thread: threading.Thread, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise ServeError("the HTTP server did not start (see the log above)")
+        time.sleep(0.01)

@@ -1,0 +1,176 @@
+"""What the watch loop shows its sinks (HTTP API, metrics, alerts, history).
+
+The loop owns the evidence; sinks only read. `WatchView` is the read-only door between them, so a
+sink never reaches into the loop's state and the loop never waits on a sink: the loop builds new
+immutable values each tick and `StaticView.publish` swaps references under a lock held for a few
+assignments only.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from typing import Any, Callable, Mapping, Protocol, runtime_checkable
+
+from hangwatch.model import GpuSample, Verdict
+from hangwatch.redact import REDACTED, is_secret_name, redact_cmdline, redact_env_text
+
+__all__ = ["WatchView", "StaticView", "redact_string", "redacted", "redacted_verdict"]
+
+BundleFiles = Mapping[str, bytes]
+
+
+@runtime_checkable
+class WatchView(Protocol):
+    """The latest state of one watched server, as the sinks see it."""
+
+    server_name: str
+
+    def verdict(self) -> Verdict | None: ...
+
+    def verdict_time(self) -> float | None:
+        """Wall-clock time (time.time()) at which the current verdict's state and cause began."""
+        ...
+
+    def stacks(self) -> dict[str, list[dict[str, Any]]]:
+        """Rank label ("TP0", or a pid as text) -> JSON-able threads, each with its frames."""
+        ...
+
+    def timeline(self) -> dict[str, list[dict[str, Any]]]:
+        """Rank -> phases in order: [{"phase": "weight_load", "at": t0, "end": t1 | None}, ...]."""
+        ...
+
+    def gpu_samples(self) -> list[GpuSample]: ...
+
+    def sampler_latencies(self) -> dict[str, float]:
+        """Source name ("log", "procs", "gpus", "stacks") -> seconds its last read took."""
+        ...
+
+    def bundle_files(self) -> BundleFiles:
+        """The files of a bundle of the current evidence (BUNDLE.md names)."""
+        ...
+
+    def tick_count(self) -> int: ...
+
+
+_UNSET: Any = object()
+
+
+class StaticView:
+    """A thread-safe `WatchView` holding whatever the loop last published.
+
+    Values are replaced, never mutated, so readers may keep what they got without copying.
+    `bundle_files` may be a mapping or a zero-argument callable: building a bundle is costly, so the
+    loop can hand over a function that runs only when someone asks for GET /bundle.
+    """
+
+    def __init__(self, server_name: str) -> None:
+        self.server_name = server_name
+        self._lock = threading.Lock()
+        self._verdict: Verdict | None = None
+        self._verdict_time: float | None = None
+        self._stacks: dict[str, list[dict[str, Any]]] = {}
+        self._timeline: dict[str, list[dict[str, Any]]] = {}
+        self._gpus: list[GpuSample] = []
+        self._latencies: dict[str, float] = {}
+        self._bundle: BundleFiles | Callable[[], BundleFiles] = {}
+        self._ticks = 0
+
+    def publish(
+        self,
+        *,
+        verdict: Verdict | None = _UNSET,
+        verdict_time: float | None = _UNSET,
+        stacks: dict[str, list[dict[str, Any]]] = _UNSET,
+        timeline: dict[str, list[dict[str, Any]]] = _UNSET,
+        gpu_samples: list[GpuSample] = _UNSET,
+        sampler_latencies: dict[str, float] = _UNSET,
+        bundle_files: BundleFiles | Callable[[], BundleFiles] = _UNSET,
+        tick: bool = False,
+    ) -> None:
+        """Replace the given values (others keep theirs); `tick=True` counts one loop tick.
+
+        A new verdict without `verdict_time` is stamped with the current time.
+        """
+        with self._lock:
+            if verdict is not _UNSET:
+                self._verdict = verdict
+                self._verdict_time = time.time() if verdict_time is _UNSET else verdict_time
+            elif verdict_time is not _UNSET:
+                self._verdict_time = verdict_time
+            if stacks is not _UNSET:
+                self._stacks = stacks
+            if timeline is not _UNSET:
+                self._timeline = timeline
+            if gpu_samples is not _UNSET:
+                self._gpus = gpu_samples
+            if sampler_latencies is not _UNSET:
+                self._latencies = sampler_latencies
+            if bundle_files is not _UNSET:
+                self._bundle = bundle_files
+            if tick:
+                self._ticks += 1
+
+    def verdict(self) -> Verdict | None:
+        with self._lock:
+            return self._verdict
+
+    def verdict_time(self) -> float | None:
+        with self._lock:
+            return self._verdict_time
+
+    def stacks(self) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            return self._stacks
+
+    def timeline(self) -> dict[str, list[dict[str, Any]]]:
+        with self._lock:
+            return self._timeline
+
+    def gpu_samples(self) -> list[GpuSample]:
+        with self._lock:
+            return self._gpus
+
+    def sampler_latencies(self) -> dict[str, float]:
+        with self._lock:
+            return self._latencies
+
+    def bundle_files(self) -> BundleFiles:
+        with self._lock:
+            bundle = self._bundle
+        # Called outside the lock: a slow bundle build must not hold up `publish`.
+        return bundle() if callable(bundle) else bundle
+
+    def tick_count(self) -> int:
+        with self._lock:
+            return self._ticks
+
+
+# redact_env_text looks at `KEY=VALUE` at the start of a line; verdict messages quote log lines
+# mid-sentence ("... HF_TOKEN=hf_x"), and headers may be quoted too ("Authorization: Bearer x").
+_INLINE_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+
+
+def redact_string(text: str) -> str:
+    """`KEY=VALUE` (anywhere), secret flags (`--api-key X`), bearer tokens and URL credentials masked."""
+    text = redact_cmdline(redact_env_text(text))
+    text = _INLINE_ASSIGN.sub(lambda m: f"{m['name']}={REDACTED}" if is_secret_name(m["name"]) else m[0], text)
+    return _BEARER.sub(lambda m: f"{m[1]}{REDACTED}", text)
+
+
+def redacted(value: Any) -> Any:
+    """A copy of JSON-able `value` with secrets masked in every string (keys included)."""
+    if isinstance(value, str):
+        return redact_string(value)
+    if isinstance(value, Mapping):
+        return {redacted(k) if isinstance(k, str) else k: redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v) for v in value]
+    return value
+
+
+def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
+    """`Verdict.to_dict()` with secrets masked: what every sink publishes."""
+    return redacted(verdict.to_dict())

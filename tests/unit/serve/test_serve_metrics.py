@@ -1,0 +1,59 @@
+from serve_fixtures import make_verdict, make_view
+from prometheus_client import generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from hangwatch.metrics import _VERSION, make_registry
+from hangwatch.model import State
+
+SERVER = "sglang pid 100 on localhost:30000"
+
+
+def sample(registry, name, **labels):
+    return registry.get_sample_value(name, {"server": SERVER, "host": "node-a", **labels})
+
+
+def test_state_set_and_phase_per_rank():
+    registry = make_registry(make_view(make_verdict()), host="node-a", process=False)
+    assert sample(registry, "hangwatch_state", hangwatch_state="stalled") == 1
+    assert sample(registry, "hangwatch_state", hangwatch_state="ready") == 0
+    assert sample(registry, "hangwatch_rank_phase", rank="TP1", hangwatch_rank_phase="launch") == 1
+    assert sample(registry, "hangwatch_rank_phase", rank="TP1", hangwatch_rank_phase="dist_init") == 0
+
+
+def test_cause_progress_and_stall_seconds():
+    registry = make_registry(make_view(make_verdict()), host="node-a", process=False)
+    assert sample(registry, "hangwatch_cause_info", cause="nccl_peer_exited", rule="sglang.nccl_peer_exited",
+                  state="stalled") == 1
+    assert sample(registry, "hangwatch_cause_confidence", cause="nccl_peer_exited",
+                  rule="sglang.nccl_peer_exited") == 0.9
+    assert sample(registry, "hangwatch_seconds_since_progress") == 42.0
+    assert sample(registry, "hangwatch_stalled_seconds", rank="TP1", phase="launch") == 42.0
+    assert sample(registry, "hangwatch_info", version=_VERSION) == 1
+
+
+def test_gpus_latencies_and_ticks():
+    registry = make_registry(make_view(make_verdict()), host="node-a", process=False)
+    assert sample(registry, "hangwatch_gpu_memory_used_bytes", gpu="0") == 1024 * 1024 * 1024
+    assert sample(registry, "hangwatch_gpu_utilization_ratio", gpu="0") == 1.0
+    assert sample(registry, "hangwatch_sampler_latency_seconds", sampler="stacks") == 0.25
+    assert sample(registry, "hangwatch_ticks_total") == 1
+
+
+def test_before_the_first_verdict_states_are_all_false_and_no_cause():
+    registry = make_registry(make_view(None), host="node-a", process=False)
+    assert all(sample(registry, "hangwatch_state", hangwatch_state=s.value) == 0 for s in State)
+    assert sample(registry, "hangwatch_cause_info", cause="nccl_peer_exited") is None
+
+
+def test_each_scrape_reads_the_view_afresh():
+    view = make_view(make_verdict())
+    registry = make_registry(view, host="node-a", process=False)
+    view.publish(verdict=make_verdict(State.READY, cause=None))
+    assert sample(registry, "hangwatch_state", hangwatch_state="ready") == 1
+    assert sample(registry, "hangwatch_stalled_seconds", rank="TP1", phase="launch") is None
+
+
+def test_exposition_parses_and_has_process_metrics():
+    text = generate_latest(make_registry(make_view(make_verdict()))).decode()
+    names = {family.name for family in text_string_to_metric_families(text)}
+    assert {"hangwatch_state", "hangwatch_rank_phase", "hangwatch_cause_info", "process_resident_memory_bytes"} <= names
