@@ -63,6 +63,11 @@ _CHECKOUT = re.compile(
     r"config|platforms|utils|multimodal|transformers_utils)/"
     r"|/(?P<torch>torch)/(?:distributed|cuda|nn|_dynamo|_inductor|utils|multiprocessing|_ops\.py)"
 )
+# A library run from a source checkout (`/workspace/flashinfer/python/flashinfer/...`): its own code.
+_LIBRARY_CHECKOUT = re.compile(
+    r"/(?:flashinfer|triton|transformers|sgl_kernel|deep_gemm|safetensors|filelock|huggingface_hub|cutlass|"
+    r"flash_attn|tilelang|xgrammar|accelerate|tokenizers|numpy)/"
+)
 _PACKAGE_ROOT = re.compile(r".*/(?:site|dist)-packages/")
 _STDLIB_ROOT = re.compile(r".*/lib(?:64)?/python\d+(?:\.\d+)?t?/")
 _SOURCE_EXT = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|rs|pyx|S)$")
@@ -117,7 +122,7 @@ def _checkout_origin(filename: str) -> Origin:
     """An absolute path outside site-packages: the user's, unless it is a source checkout."""
     found = _CHECKOUT.search(filename)
     if not found:
-        return Origin.USER
+        return Origin.LIBRARY if _LIBRARY_CHECKOUT.search(filename) else Origin.USER
     return Origin.TORCH if found.group("torch") else Origin.ENGINE
 
 

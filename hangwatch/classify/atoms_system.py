@@ -29,8 +29,11 @@ ROLES = (
 # Compilers exit when done and `other` is anything; neither dying says the server broke.
 DEAD_DEFAULT_ROLES = frozenset(ROLES) - {"compiler", "other"}
 TRENDS = ("rising", "flat", "falling")
-# Parts without NVLink between GPUs: GeForce / workstation RTX, L4/L40(S), A10/A40, T4, any "PCIe" SKU.
-PCIE_ONLY = re.compile(r"(?i)geforce|\bRTX\b|\bL40S?\b|\bL4\b|\bA10G?\b|\bA40\b|\bT4\b|PCI-?E")
+# Parts without NVLink between GPUs: GeForce / TITAN / workstation RTX, L4/L20/L40(S), A2/A10/A16/A40, T4,
+# Tesla P4/P40, any "PCIe" SKU.
+PCIE_ONLY = re.compile(
+    r"(?i)geforce|\bTITAN\b|\bRTX\b|\bL40S?\b|\bL[24]\b|\bL20\b|\bA(?:2|10G?|16|40)\b|\bT4\b|\bTesla P40?\b|PCI-?E"
+)
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,9 @@ _TITLE_ROLES = {
     "data_parallel_controller": "dp_controller",
     "tokenizer_worker": "tokenizer",
 }
+# A zombie has no command line: procs shows its comm, the title cut to 15 characters, in brackets
+# (`[sglang::schedul]`); the rank is lost with the rest of the title.
+_ZOMBIE_TITLE = re.compile(r"^\[sglang::(?P<name>[A-Za-z_]+)\]$")
 _LAUNCHER = re.compile(
     r"(?:^|\s)(?:-m\s+)?(?:\S*/)?sglang[./](?:launch_server|srt\.server)\b"  # python -m sglang.launch_server
     r"|(?:^|\s|/)sglang\s+serve\b"  # the `sglang serve` CLI
@@ -106,6 +109,10 @@ class SGLang(Engine):
         m = _TITLE.match(cmdline)
         if m:
             return _TITLE_ROLES.get(m["name"], "other"), rank_from_name(m["ranks"] or "")
+        m = _ZOMBIE_TITLE.match(cmdline)
+        if m:
+            roles = {role for name, role in _TITLE_ROLES.items() if name.startswith(m["name"])}
+            return (roles.pop() if len(roles) == 1 else "other"), None
         if _LAUNCHER.search(cmdline):
             return "launcher", None
         return None

@@ -709,3 +709,107 @@ case("arch-kernel-sampler-spin", "fires", "flashinfer-sampler-5090", meta=meta("
 case("nccl-library-swapped-prior", "fires", "vllm-nccl-so-path", meta=meta("vllm", tp=4), cmdline=V4, env=env(VLLM_NCCL_SO_PATH="/opt/nccl/lib/libnccl.so.2"))
 case("nccl-library-swapped-prior", "quiet", "default-nccl", meta=meta("vllm", tp=4), cmdline=V4, env=env(NCCL_DEBUG="WARN"))
 case("weight-network-storage-prior", "fires", "vllm-download-dir-on-fsx", meta=meta("vllm", tp=2), cmdline="vllm serve Qwen/Qwen3-32B --download-dir /fsx/hf-cache --tensor-parallel-size 2")
+
+# =================================================================== added from the GPU lab (docs/gpu.md)
+
+# A KV pool allocated block by block after the weights: GPU memory keeps rising, the log is silent.
+case("kv-pool-growing", "fires", "pool-rising-after-weights", meta=meta(tp=2, since_last_progress_s=0.9), cmdline=SG2,
+     log=sg_log("load_end"), gpus=gpus(mem=(20000, 64000), samples=4))
+case("kv-pool-growing", "fires", "pool-constructor-rising", meta=meta(tp=2, since_last_progress_s=0.5), cmdline=SG2,
+     log=sg_log("load_end"), stacks=stacks_all(2, lambda i: KV_STACK, active=True), gpus=gpus(mem=(30000, 50000), samples=3))
+case("kv-pool-growing", "quiet", "flat-after-weights", meta=meta(tp=2, since_last_progress_s=40.0), cmdline=SG2,
+     log=sg_log("load_end"), gpus=gpus(mem=(64000, 64000), samples=4))
+case("kv-pool-growing", "quiet", "rose-then-nothing-for-60s", meta=meta(tp=2, since_last_progress_s=60.0), cmdline=SG2,
+     log=sg_log("load_end"), gpus=gpus(mem=(20000, 64000), samples=4))
+case("kv-pool-growing", "quiet", "quiet-time-unknown", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("load_end"), gpus=gpus(mem=(20000, 64000), samples=4))
+case("kv-pool-growing", "quiet", "pool-allocated-capture-rising", meta=meta(tp=2, since_last_progress_s=0.5), cmdline=SG2,
+     log=sg_log("capture_begin"), stacks=stacks_all(2, lambda i: CAPTURE_ONE), gpus=gpus(mem=(100000, 104000), samples=3))
+
+# A script that embeds the engine: its launcher's stack is the user's script whatever happens; only
+# a rank process in user code counts.
+EMBED = "python3 /workspace/bench/offline_bench.py --model /models/Qwen3-32B --tp 2"
+EMBED_LAUNCHER = [fr("_ConnectionBase.recv", "multiprocessing/connection.py", 250),
+                  fr("Engine._launch_subprocesses", "sglang/srt/entrypoints/engine.py", 1350),
+                  fr("Engine.__init__", "sglang/srt/entrypoints/engine.py", 140),
+                  fr("main", "/workspace/bench/offline_bench.py", 88), fr("<module>", "/workspace/bench/offline_bench.py", 120)]
+EMBED_PROCS = [{**p, "cmdline": EMBED} if p["role"] == "launcher" else p for p in procs(tp=2)]
+case("user-code-in-rank-stack", "quiet", "embedding-script-launcher", meta=meta(tp=2), cmdline=EMBED, log=sg_log("capture_begin"),
+     procs=EMBED_PROCS, stacks={"4100": pyspy(4100, EMBED, thread(EMBED_LAUNCHER, tid=4100)), **stacks_all(2, lambda i: FORWARD)})
+# The GPU lab's collective: TP1 in a user post-load hook, TP0 in the all-reduce it skipped.
+HOOK_WAIT = [fr("after_weights_loaded", "/workspace/hooks/user_hooks.py", 18),
+             fr("ModelRunner.load_model", "sglang/srt/model_executor/model_runner.py", 1320)] + MODEL_RUNNER
+ALLREDUCE_WAIT = [fr("synchronize", "torch/cuda/__init__.py", 1083),
+                  fr("get_available_gpu_memory", "sglang/srt/utils/common.py", 540),
+                  fr("ModelRunner.load_model", "sglang/srt/model_executor/model_runner.py", 1330)] + MODEL_RUNNER
+case("user-code-in-rank-stack", "fires", "hook-on-one-rank-skips-collective", meta=meta(tp=2), cmdline=EMBED, log=sg_log("load_end"),
+     procs=EMBED_PROCS, gpus=gpus(util_by=(100, 0)),
+     stacks={"4100": pyspy(4100, EMBED, thread(EMBED_LAUNCHER, tid=4100)),
+             **stacks_all(2, lambda i: HOOK_WAIT if i == 1 else ALLREDUCE_WAIT)})
+
+# =================================================================== third pass: generalisation (probe corpus)
+
+case("nccl-init-unique-id-timeout", "fires", "rank1-store-get-timeout", meta=meta("vllm", tp=2), cmdline=V2,
+     log=v_log("header", extra=["torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"]))
+case("nccl-init-unique-id-timeout", "quiet", "multinode-same-error", meta=meta("vllm", tp=16, nnodes=2), cmdline=V2.replace("size 2", "size 16") + " --nnodes 2",
+     log=v_log("header", extra=["torch.distributed.DistBackendError: [9] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout"]))
+
+WATCHDOG_FIRST = ("[rank1]:[E1129 23:12:00.311820470 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+                  "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.")
+case("nccl-p2p-first-collective-timeout", "fires", "a5000-first-allreduce", meta=meta("vllm", gpu="NVIDIA RTX A5000", cc="8.6", tp=2), cmdline=V2,
+     log=v_log("load_end", extra=[WATCHDOG_FIRST]))
+case("nccl-p2p-first-collective-timeout", "quiet", "h100-nvlink-same-timeout", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2), cmdline=V2,
+     log=v_log("load_end", extra=[WATCHDOG_FIRST]))
+case("nccl-p2p-first-collective-timeout", "quiet", "late-collective", meta=meta("vllm", gpu="NVIDIA RTX A5000", cc="8.6", tp=2), cmdline=V2,
+     log=v_log("load_end", extra=[WATCHDOG_FIRST.replace("SeqNum=1,", "SeqNum=5812,")]))
+
+BARRIER_FAIL = ["[2026-11-29 23:20:00 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+                "RuntimeError: TP rank 0 could finish the model loading, but there are other ranks that didn't finish loading. It is likely due to unexpected failures (e.g., OOM) or a slow node."]
+case("weight-load-barrier-timeout-log", "fires", "tp0-barrier-timeout", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_end", tp=4, extra=BARRIER_FAIL))
+case("weight-load-barrier-timeout-log", "quiet", "slow-rank-was-killed", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("load_end", tp=4, extra=["[2026-11-29 23:14:00] Rank 3 scheduler died during initialization (exit code: -9)."] + BARRIER_FAIL))
+
+case("warmup-watchdog-timeout", "fires", "watchdog-after-uvicorn", meta=meta(tp=1),
+     log=sg_log("warmup_get", tp=1, extra=["[2026-11-29 23:17:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"]))
+case("warmup-watchdog-timeout", "fires", "sglang-0.4-watchdog", meta=meta(tp=1, version="0.4.6"),
+     log=sg_log("warmup_get", tp=1, old=True, extra=["[23:17:00] Watchdog timeout (self.watchdog_timeout=300)"]))
+case("warmup-watchdog-timeout", "quiet", "ready-then-watchdog", meta=meta(tp=1),
+     log=sg_log("ready", tp=1, extra=["[2026-11-29 23:40:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"]))
+
+# widened forms of existing rules
+case("dead-rank-log", "fires", "vllm-failed-core-proc-minus9", meta=meta("vllm", tp=1),
+     log="(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': -9}\n")
+case("dead-rank-log", "fires", "sglang-0.4-child-failed", meta=meta(tp=4, version="0.4.0"),
+     log=sg_log("load_begin", tp=4, old=True, extra=["[2026-11-29 23:13:40] Child process unexpectedly failed with exitcode=9. pid=48122"]))
+case("flashinfer-arch-errors", "fires", "nvcc-unsupported-gpu-architecture", meta=meta("vllm", tp=1, **R5090),
+     log="FAILED: batch_decode/batch_decode.cuda.o\nnvcc fatal   : Unsupported gpu architecture 'compute_120a'\nninja: build stopped: subcommand failed.\n")
+case("flashinfer-arch-errors", "quiet", "nccl-build-without-kernels", meta=meta("vllm", tp=2, **R5090),
+     log="ws:4410:4520 [0] enqueue.cc:1522 NCCL WARN Cuda failure 'no kernel image is available for execution on the device'\n")
+case("nccl-build-lacks-arch", "fires", "nccl-no-kernel-image", meta=meta("vllm", gpu="NVIDIA B200", cc="10.0", tp=8),
+     log="b200:4410:4520 [0] enqueue.cc:1522 NCCL WARN Cuda failure 'no kernel image is available for execution on the device'\n")
+case("flashinfer-sm120-selected", "fires", "vllm-0.11-flashinfer-attention", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen3-8B",
+     log=v_line("Using FLASHINFER attention backend out of potential backends: ['FLASHINFER', 'TRITON_ATTN']", "cuda.py:403", "EngineCore_DP0", 311) + "\n"
+         + v_line("Model loading took 15.2683 GiB and 16.001 seconds", "gpu_model_runner.py:2653", "EngineCore_DP0", 311) + "\n")
+case("jit-compile-log", "fires", "vllm-deepgemm-warmup-bar", meta=meta("vllm", tp=8), env=env(VLLM_USE_DEEP_GEMM="1"),
+     log=v_log("load_end", tp=8, compile=False, extra=["(Worker_TP0 pid=2231) INFO 11-29 23:06:00 [deep_gemm_warmup.py:160] DeepGemm(fp8_gemm_nt) warmup (W=torch.Size([7168, 2048])) :  12%|█▏        | 1003/8192 [04:11<29:51, 4.01it/s]"]))
+case("jit-compile-log", "quiet", "jit-build-failed", meta=meta("vllm", tp=1, **R5090),
+     log="2026-11-29 23:05:00,001 - INFO - flashinfer.jit: Loading JIT ops: batch_decode\nFAILED: batch_decode.cuda.o\nnvcc fatal   : Unsupported gpu architecture 'compute_120a'\nninja: build stopped: subcommand failed.\n")
+case("jit-lock-log", "quiet", "hf-download-lock", meta=meta("vllm", tp=1),
+     log="DEBUG 11-29 23:01:02 filelock: Lock 139912 not acquired on /root/.cache/huggingface/hub/.locks/models--Qwen--Qwen3-8B/1f5a.lock, waiting 0.05 seconds ...\n")
+case("multinode-prior", "fires", "vllm-headless-secondary", meta=meta("vllm", tp=8, nnodes=None),
+     cmdline="vllm serve /models/DeepSeek-V3 --tensor-parallel-size 8 --data-parallel-size 4 --data-parallel-size-local 2 --data-parallel-start-rank 2 --data-parallel-address 10.99.48.128 --headless")
+case("multinode-prior", "fires", "sglang-node-rank-1", meta=meta(tp=16, nnodes=None),
+     cmdline="python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 16 --dist-init-addr 10.0.0.5:20000 --node-rank 1")
+case("warmup-host-or-proxy-prior", "fires", "ipv6-wildcard-host", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --host :: --port 30000")
+case("kv-host-pool", "fires", "host-pool-allocation-line-last", meta=meta(tp=8),
+     log=sg_log("load_end", tp=8, extra=["[2026-11-29 23:10:25 TP0] Allocating 480.00 GB host memory for hierarchical KV cache."]))
+case("driver-xid-in-log", "fires", "cuda-802-not-initialized", meta=meta("vllm", tp=8),
+     log="RuntimeError: Unexpected error from cudaGetDeviceCount(). Error 802: system not yet initialized\n")
+case("user-markers-in-log", "fires", "free-text-dump-print", meta=meta(tp=2), log=sg_log("capture_begin", extra=[">>> dumping layer 12 hidden states to /tmp/hs_dump/bs_1.pt"]))
+case("shm-nccl-errors", "fires", "torch-mmap-cannot-allocate", meta=meta("vllm", tp=2),
+     log="RuntimeError: unable to mmap 1048576 bytes from file </torch_231_1847710583_0>: Cannot allocate memory (12)\n")
+case("port-in-use-log", "fires", "port-used-by-other-process", meta=meta(tp=1), log="ValueError: The port 30000 is already used by another process\n")
+case("jit-compile-config-prior", "fires", "flashinfer-attention-on-hopper", meta=meta("vllm", tp=1, gpu="NVIDIA H100 80GB HBM3"), cmdline="vllm serve /models/Qwen3-8B",
+     env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"))
+case("jit-compile-config-prior", "quiet", "flashinfer-attention-on-sm120", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen3-8B",
+     env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"))

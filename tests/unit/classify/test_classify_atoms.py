@@ -306,6 +306,10 @@ def test_gpu_pcie_only() -> None:
     assert not check("gpu.pcie_only: true", _gpus((0.0, (H100,)))).held
     assert check("gpu.pcie_only: false", _gpus((0.0, (H100,)))).held
     assert not check("gpu.pcie_only: true", Evidence()).held
+    for name in ("NVIDIA L20", "NVIDIA A16", "NVIDIA A2", "Tesla P40", "NVIDIA TITAN V", "NVIDIA GeForce RTX 3090", "NVIDIA A100-PCIE-40GB"):
+        assert check("gpu.pcie_only: true", Evidence(meta={"gpu_model": name})).held, name
+    for name in ("NVIDIA H20", "NVIDIA A100-SXM4-80GB", "NVIDIA H200", "NVIDIA B200", "NVIDIA A800-SXM4-80GB"):
+        assert not check("gpu.pcie_only: true", Evidence(meta={"gpu_model": name})).held, name
 
 
 def test_gpu_util_quantifiers_and_rank_names() -> None:
