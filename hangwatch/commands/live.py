@@ -1,0 +1,255 @@
+"""Live commands: `attach PID`, `run -- CMD...`, `collect PID -o FILE.tar.gz`.
+
+Each handler builds a `Watcher` and hands it to a `Session` (attach, run) or samples it a few
+times (collect). The sinks (`--serve`, Slack, webhooks, `--history`) hang off the session.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from hangwatch.cli import app
+from hangwatch.errors import TargetError
+from hangwatch.model import Verdict
+from hangwatch.session import Session, SessionOptions, parse_exit_on
+
+__all__ = ["attach", "run", "collect"]
+
+LogOpt = Annotated[Optional[Path], typer.Option("--log", help="The server's log file (default: found from its stdout/stderr).")]
+RunLogOpt = Annotated[Optional[Path], typer.Option("--log", help="Where to keep the server's output (default: ./hangwatch-run-<time>.log).")]
+RulesOpt = Annotated[Optional[List[Path]], typer.Option("--rules", help="Extra rule directory or file (repeatable).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON verdict per line, each time it changes.")]
+ExitOnOpt = Annotated[Optional[str], typer.Option("--exit-on", help="Exit when the state is one of these, e.g. ready,stalled,crashed: 0 on ready, 1 otherwise.")]
+TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Give up after S seconds (exit 1, printing the verdict).")]
+IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between ticks.", min=0.1)]
+NativeOpt = Annotated[bool, typer.Option("--native/--no-native", help="Allow native stacks of a stalled server: each pauses that rank for up to ~1 s, at most once a minute.")]
+ServeOpt = Annotated[bool, typer.Option("--serve", help="Serve the HTTP API (verdict, stacks, metrics, bundle).")]
+HostOpt = Annotated[str, typer.Option("--host", help="API address.")]
+PortOpt = Annotated[int, typer.Option("--port", help="API port.")]
+TokenOpt = Annotated[Optional[str], typer.Option("--token", envvar="HANGWATCH_TOKEN", help="Bearer token the API requires.")]
+InsecureOpt = Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback API without a token.")]
+SlackOpt = Annotated[Optional[str], typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts.")]
+WebhookOpt = Annotated[Optional[str], typer.Option("--webhook", help="URL to POST verdict alerts to as JSON.")]
+PublicOpt = Annotated[Optional[str], typer.Option("--public-url", help="The API's URL as alert readers reach it (links in alerts).")]
+HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
+
+
+def _load_rules(extra: Optional[List[Path]]) -> list[Any]:
+    from hangwatch.classify import RULES_DIR, load_rules
+
+    return load_rules([RULES_DIR, *(extra or [])])
+
+
+def _options(json_out: bool, exit_on: Optional[str], timeout: Optional[float], interval: float) -> SessionOptions:
+    try:
+        states = parse_exit_on(exit_on)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--exit-on") from None
+    return SessionOptions(json=json_out, exit_on=states, timeout_s=timeout, interval_s=interval)
+
+
+def _config(log: Optional[Path], interval: float, native: bool, **extra: Any) -> Any:
+    from hangwatch.ladder import LadderConfig
+    from hangwatch.watch import WatchConfig
+
+    return WatchConfig(interval_s=interval, ladder=LadderConfig(native=native),
+                       log_path=str(log) if log else None, **extra)
+
+
+@app.command()
+def attach(
+    pid: Annotated[int, typer.Argument(help="Any pid of the server: its launcher, a scheduler, a worker.")],
+    log: LogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
+    timeout: TimeoutOpt = None, interval: IntervalOpt = 1.0, native: NativeOpt = True,
+    serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
+    insecure: InsecureOpt = False, slack_webhook: SlackOpt = None, webhook: WebhookOpt = None,
+    public_url: PublicOpt = None, history: HistoryOpt = None,
+) -> None:
+    """Watch a running server start and say why it is stuck, live."""
+    from hangwatch.discover import discover
+    from hangwatch.watch import Watcher
+
+    options = _options(json_out, exit_on, timeout, interval)
+    watcher = Watcher(discover(pid), _load_rules(rules), _config(log, interval, native))
+    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history) as sinks:
+        code = Session(watcher, options, sinks=sinks.callbacks).run()
+    raise typer.Exit(code)
+
+
+@app.command(context_settings={"allow_interspersed_args": False})
+def run(
+    cmd: Annotated[List[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
+    log: RunLogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
+    timeout: TimeoutOpt = None, interval: IntervalOpt = 1.0, native: NativeOpt = True,
+    serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
+    insecure: InsecureOpt = False, slack_webhook: SlackOpt = None, webhook: WebhookOpt = None,
+    public_url: PublicOpt = None, history: HistoryOpt = None,
+) -> None:
+    """Start a server and watch it from its first second; Ctrl-C stops it.
+
+    With --exit-on, hangwatch exits once the state is reached: a ready server keeps running
+    (its output stays in --log); a stalled one, or one still starting at --timeout, is stopped.
+    """
+    from hangwatch.launch import default_log_path, launch
+    from hangwatch.watch import Watcher
+
+    options = _options(json_out, exit_on, timeout, interval)
+    log_path = log or default_log_path()
+    existed = log_path.exists() and log_path.stat().st_size > 0
+    rule_set = _load_rules(rules)
+    try:
+        child = launch(cmd, log_path)
+    except OSError as exc:
+        raise TargetError(f"cannot start {shlex.join(cmd)}: {exc.strerror or exc}") from exc
+    child.install_forwarding()
+    print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
+    # an existing --log file: watch only what this run appends
+    config = _config(log_path, interval, native, initial_log_bytes=0 if existed else 8 << 20)
+    watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config)
+    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history) as sinks:
+        code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
+    _report_exit(child, code, options)
+    raise typer.Exit(code)
+
+
+def _report_exit(child: Any, code: int, options: SessionOptions) -> None:
+    status = child.popen.poll()
+    if status is None:
+        if code != 0:  # gave up (stalled, timeout): do not leave a wedged server behind
+            print(f"hangwatch: stopping pid {child.pid}", file=sys.stderr)
+            child.stop()
+        return
+    child.reap_group()
+    print(f"hangwatch: server pid {child.pid} exited with status {status}", file=sys.stderr)
+
+
+def run_server(pid: int, cmd: List[str], log_path: str) -> Any:
+    """The Server for a command we started: known without discovery (it may be a wrapper script)."""
+    from hangwatch.discover import Server, launcher_engine
+    from hangwatch.flags import parse_flags, server_port
+    from hangwatch.redact import filter_env, redact_cmdline
+
+    cmdline = redact_cmdline(shlex.join(cmd))
+    flags = parse_flags(cmdline)
+    engine = launcher_engine(cmdline)
+    port_flag = flags.get("port")
+    port = server_port(flags, engine) if engine else (int(port_flag) if isinstance(port_flag, str) and port_flag.isdigit() else 0)
+    host = flags.get("host")
+    # engine None: not known from the command (a wrapper script); the watcher guesses it from the log
+    return Server(engine=engine, launcher_pid=pid, cmdline=cmdline, flags=flags,  # type: ignore[arg-type]
+                  host=host if isinstance(host, str) and host else "127.0.0.1", port=port, log_path=log_path,
+                  env=filter_env(dict(os.environ)))
+
+
+@app.command()
+def collect(
+    pid: Annotated[int, typer.Argument(help="Any pid of the server.")],
+    output: Annotated[Path, typer.Option("-o", "--output", help="The bundle to write (.tar.gz, or a directory).")],
+    samples: Annotated[int, typer.Option("--samples", min=1, max=20, help="Stack and GPU samples to take.")] = 3,
+    interval: Annotated[float, typer.Option("--interval", min=0.1, help="Seconds between samples.")] = 1.0,
+    log: LogOpt = None, rules: RulesOpt = None,
+) -> None:
+    """Write an evidence bundle of a running server (several samples over a few seconds)."""
+    from hangwatch.discover import discover
+    from hangwatch.watch import Watcher
+
+    # a bundle is read with the quiet time it records and no hold floor: collect's own verdict
+    # must be the one `diagnose` will give for the file it writes
+    watcher = Watcher(discover(pid), _load_rules(rules), _config(log, interval, native=False, min_hold_s=0.0))
+    verdict = _sample(watcher, samples, interval)
+    _write_bundle(watcher.bundle_files(), output)
+    watcher.close()
+    print(f"wrote {output}: {verdict.state.value}" + (f" ({verdict.cause})" if verdict.cause else ""))
+
+
+def _sample(watcher: Any, samples: int, interval: float) -> Verdict:
+    verdict = watcher.tick()
+    for n in range(samples):
+        watcher.sample_stacks_now()
+        if n + 1 < samples:
+            time.sleep(interval)
+        verdict = watcher.tick()
+    return verdict
+
+
+def _write_bundle(files: dict[str, bytes], output: Path) -> None:
+    from hangwatch.bundle import bundle_tarball_bytes, write_bundle
+
+    if output.name.endswith((".tar.gz", ".tgz")):
+        output.write_bytes(bundle_tarball_bytes(files))
+    else:
+        write_bundle(files, output)
+
+
+# ---------------------------------------------------------------- sinks
+
+
+class _Sinks:
+    """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
+
+    def __init__(self, watcher: Any, serve: bool, host: str, port: int, token: Optional[str], insecure: bool,
+                 slack: Optional[str], webhook: Optional[str], public_url: Optional[str], history: Optional[Path]):
+        self.watcher, self.serve, self.host, self.port = watcher, serve, host, port
+        self.token, self.insecure, self.slack, self.webhook = token, insecure, slack, webhook
+        self.public_url, self.history = public_url, history
+        self.callbacks: list[Callable[[Verdict], None]] = []
+        self._closers: list[Callable[[], None]] = []
+
+    def __enter__(self) -> _Sinks:
+        try:
+            store = self._store()
+            self._alerts(store)
+            if self.serve:
+                self._api(store)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for close in reversed(self._closers):
+            try:
+                close()
+            except Exception as error:  # a sink failing on the way out must not hide the verdict
+                print(f"hangwatch: warning: {error}", file=sys.stderr)
+        self.watcher.close()
+
+    def _store(self) -> Any:
+        if self.history is None and not (self.slack or self.webhook or self.serve):
+            return None
+        from hangwatch.store import HistoryStore
+
+        store = HistoryStore(str(self.history) if self.history else ":memory:")
+        self._closers.append(store.close)
+        return store
+
+    def _alerts(self, store: Any) -> None:
+        if store is None:
+            return
+        from hangwatch.alerts import AlertDispatcher, SlackSink, WebhookSink, slack_client
+
+        sinks: list[Any] = []
+        if self.slack:
+            sinks.append(SlackSink(slack_client(self.slack), self.public_url))
+        if self.webhook:
+            sinks.append(WebhookSink(self.webhook))
+        dispatcher = AlertDispatcher(sinks, store)
+        name = self.watcher.view.server_name
+        self.callbacks.append(lambda verdict: dispatcher.on_verdict(verdict, name))
+        self._closers.append(lambda: (dispatcher.flush(5.0), dispatcher.close()))
+
+    def _api(self, store: Any) -> None:
+        from hangwatch.api import create_app, serve_in_thread
+
+        app_ = create_app(self.watcher.view, token=self.token, store=store)
+        handle = serve_in_thread(app_, self.host, self.port, token=self.token, insecure=self.insecure)
+        print(f"hangwatch: API on {handle.url}", file=sys.stderr)
+        self._closers.append(handle.stop)

@@ -1,0 +1,173 @@
+"""Bounded memory for a watch that may run for days: ring buffers of what the sources saw.
+
+Each buffer keeps the recent past the classifier and a bundle need, and drops the rest:
+log lines (the last 20 000, plus the phase events, bounded separately so an early
+`Load weight begin.` is not pushed out by a chatty later phase), the raw log tail for
+`server.log`, GPU samples, the last few stack samples per rank, and verdict transitions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass, replace
+from typing import Callable, Iterable, Sequence
+
+from hangwatch.model import GpuSample, LogLine, PhaseEvent, ProcessStack, Verdict
+
+__all__ = ["LogHistory", "StackHistory", "TimedPhase", "Transition", "Transitions", "GpuHistory"]
+
+PhaseParser = Callable[[Sequence[LogLine]], Sequence[PhaseEvent]]
+LineParser = Callable[[bytes, int], Sequence[LogLine]]
+
+_MAX_PENDING = 64 * 1024  # an unterminated line (a tqdm bar redrawn with `\r`) keeps only its tail
+
+
+@dataclass(frozen=True)
+class TimedPhase:
+    t: float  # seconds since the watch began, when hangwatch first saw the line
+    event: PhaseEvent
+
+
+class LogHistory:
+    """The log as complete lines (parsed once), the unterminated last line, and a raw byte tail."""
+
+    def __init__(self, parse_lines: LineParser, *, max_lines: int = 20_000, max_phases: int = 5_000,
+                 raw_tail_bytes: int = 4 << 20):
+        self._parse = parse_lines
+        self.lines: deque[LogLine] = deque(maxlen=max_lines)
+        self.phases: deque[TimedPhase] = deque(maxlen=max_phases)
+        self._raw = bytearray()
+        self._raw_limit = raw_tail_bytes
+        self._pending = b""
+        self.next_lineno = 1
+        self.total_bytes = 0
+
+    def feed(self, data: bytes) -> list[LogLine]:
+        """Add bytes read from the log; returns the complete lines they finished."""
+        if not data:
+            return []
+        self.total_bytes += len(data)
+        self._keep_raw(data)
+        buffered = self._pending + data
+        cut = buffered.rfind(b"\n") + 1
+        complete, self._pending = buffered[:cut], _trim_pending(buffered[cut:])
+        if not complete:
+            return []
+        lines = list(self._parse(complete, self.next_lineno))
+        self.next_lineno += complete.count(b"\n")
+        self.lines.extend(lines)
+        return lines
+
+    def partial(self) -> list[LogLine]:
+        """The unterminated last line (a live tqdm bar), parsed afresh each time; not stored."""
+        if not self._pending.strip():
+            return []
+        return list(self._parse(self._pending, self.next_lineno))
+
+    def add_phases(self, t: float, events: Iterable[PhaseEvent]) -> None:
+        self.phases.extend(TimedPhase(t, event) for event in events)
+
+    def reset_phases(self, t: float, events: Iterable[PhaseEvent]) -> None:
+        """Re-derive the phases (the engine became known after lines were already read)."""
+        self.phases.clear()
+        self.add_phases(t, events)
+
+    def raw_tail(self) -> bytes:
+        return bytes(self._raw[-self._raw_limit:])
+
+    def _keep_raw(self, data: bytes) -> None:
+        self._raw += data
+        if len(self._raw) > 2 * self._raw_limit:  # trim in big steps: O(1) amortised per byte
+            del self._raw[: len(self._raw) - self._raw_limit]
+
+
+def _trim_pending(pending: bytes) -> bytes:
+    if len(pending) <= _MAX_PENDING:
+        return pending
+    cut = pending.rfind(b"\r", 0, len(pending) - 1)
+    return pending[cut:] if cut >= 0 and len(pending) - cut <= _MAX_PENDING else pending[-_MAX_PENDING:]
+
+
+@dataclass(frozen=True)
+class StackSample:
+    stack: ProcessStack
+    raw: bytes  # py-spy's own JSON, as it goes into a bundle
+
+
+class StackHistory:
+    """The last few stack samples of each process, by label."""
+
+    def __init__(self, per_label: int = 3, max_labels: int = 256):
+        self._per_label = per_label
+        self._max_labels = max_labels
+        self._samples: dict[str, deque[StackSample]] = {}
+        self._counts: dict[str, int] = {}
+
+    def add(self, stack: ProcessStack, raw: bytes, t: float) -> ProcessStack:
+        """Store a sample, numbered per label (0, 1, 2, ...) and stamped with `t`; returns it."""
+        label = stack.label
+        number = self._counts.get(label, 0)
+        self._counts[label] = number + 1
+        if label not in self._samples and len(self._samples) >= self._max_labels:
+            self._samples.pop(next(iter(self._samples)))
+        stored = replace(stack, sample=number, t=round(t, 2))
+        self._samples.setdefault(label, deque(maxlen=self._per_label)).append(StackSample(stored, raw))
+        return stored
+
+    def latest(self) -> dict[str, StackSample]:
+        return {label: ring[-1] for label, ring in self._samples.items() if ring}
+
+    def all(self) -> list[StackSample]:
+        return [sample for ring in self._samples.values() for sample in ring]
+
+    def labels(self) -> list[str]:
+        return list(self._samples)
+
+
+class GpuHistory:
+    def __init__(self, max_samples: int = 120):
+        self.samples: deque[GpuSample] = deque(maxlen=max_samples)
+
+    def add(self, sample: GpuSample) -> None:
+        self.samples.append(sample)
+
+    def latest(self) -> GpuSample | None:
+        return self.samples[-1] if self.samples else None
+
+
+@dataclass(frozen=True)
+class Transition:
+    t: float  # seconds since the watch began
+    wall: float  # epoch seconds
+    verdict: Verdict
+
+    def to_dict(self) -> dict[str, object]:
+        v = self.verdict
+        return {"t": round(self.t, 2), "wall": round(self.wall, 3), "state": v.state.value, "cause": v.cause,
+                "rule": v.rule, "ranks": list(v.ranks), "phase": v.phase.value if v.phase else None}
+
+
+def verdict_key(verdict: Verdict) -> tuple[object, ...]:
+    """What makes a verdict 'new' for a transition (and for `--json` output)."""
+    return (verdict.state, verdict.cause, verdict.rule, tuple(verdict.ranks))
+
+
+class Transitions:
+    """Verdict changes, newest last; thread-safe to read while the loop appends."""
+
+    def __init__(self, max_items: int = 1_000):
+        self._items: deque[Transition] = deque(maxlen=max_items)
+        self._lock = threading.Lock()
+
+    def offer(self, t: float, wall: float, verdict: Verdict) -> bool:
+        """Record `verdict` if it differs from the last one; True when it did."""
+        with self._lock:
+            if self._items and verdict_key(self._items[-1].verdict) == verdict_key(verdict):
+                return False
+            self._items.append(Transition(t, wall, verdict))
+            return True
+
+    def items(self) -> list[Transition]:
+        with self._lock:
+            return list(self._items)

@@ -1,0 +1,99 @@
+"""`hangwatch run -- CMD`: start the server as our child, its output in a log file we also echo.
+
+The server writes straight into the log file (not into a pipe we read): its output never depends
+on hangwatch reading fast enough, and it keeps running with a working stdout after a readiness
+gate (`--exit-on ready`) lets hangwatch exit. hangwatch copies new bytes of the file to the
+terminal. The server runs in its own session, so the terminal's Ctrl-C reaches hangwatch only,
+which forwards it to the server's whole process group (the launcher and every rank).
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+__all__ = ["Launched", "launch", "default_log_path"]
+
+_CHUNK = 1 << 20
+
+
+def default_log_path(now: float | None = None) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    return Path(f"hangwatch-run-{stamp}.log")
+
+
+@dataclass
+class Launched:
+    popen: subprocess.Popen
+    log_path: Path
+    _offset: int = 0
+    _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
+    _signals_sent: int = 0
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def pump(self, echo: Callable[[str], None]) -> None:
+        """Copy what the server wrote since the last call to `echo` (the terminal)."""
+        try:
+            with open(self.log_path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read(_CHUNK)
+        except OSError:
+            return
+        self._offset += len(data)
+        text = self._decoder.decode(data)
+        if text:
+            echo(text)
+
+    def forward(self, signum: int, frame: object = None) -> None:
+        """A signal handler: pass SIGINT/SIGTERM on to the server's group; the third one kills it."""
+        self._signals_sent += 1
+        self._killpg(signal.SIGKILL if self._signals_sent >= 3 else signum)
+
+    def install_forwarding(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(signum, self.forward)
+
+    def stop(self, grace_s: float = 10.0) -> int | None:
+        """SIGTERM to the group, SIGKILL after `grace_s`; returns the launcher's exit status."""
+        if self.popen.poll() is None:
+            self._killpg(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self._killpg(signal.SIGKILL)
+                self.popen.wait(timeout=grace_s)
+        self.reap_group()
+        return self.popen.returncode
+
+    def reap_group(self) -> None:
+        """Kill what is left of the server's group (ranks orphaned by a crashed launcher)."""
+        self._killpg(signal.SIGKILL)
+
+    def _killpg(self, signum: int) -> None:
+        try:
+            os.killpg(self.popen.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass  # the group is gone already
+
+
+def launch(cmd: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None) -> Launched:
+    """Start `cmd` in a new session with stdout+stderr appended to `log_path`."""
+    env = dict(os.environ if env is None else env)
+    # a Python server writing to a file block-buffers print(): the log would lag by kilobytes
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    offset = log_path.stat().st_size if log_path.exists() else 0
+    with open(log_path, "ab") as log:
+        popen = subprocess.Popen(
+            list(cmd), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    return Launched(popen, log_path, _offset=offset)

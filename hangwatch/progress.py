@@ -1,0 +1,157 @@
+"""Progress detection: pure functions over two consecutive snapshots of a watched server.
+
+"Stall versus slow" (DESIGN.md): a phase may be silent for minutes and still be healthy, so the
+watch loop decides from what moved, not from one timer. A `Snapshot` is the few numbers that can
+move; `progress_signals(prev, cur)` names the ones that did. No I/O and no clock here: the watch
+loop builds snapshots and passes times in.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping
+
+from hangwatch.model import ProcessRecord, ProcessStack
+
+__all__ = [
+    "ProcSample",
+    "Snapshot",
+    "StackMark",
+    "Thresholds",
+    "progress_signals",
+    "compiler_cpu",
+    "proc_samples",
+    "stack_signature",
+    "since_last_progress",
+]
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    gpu_memory_mib: float = 64.0  # allocator noise stays below this; a weight shard or KV pool does not
+    rss_mib: float = 32.0  # the CPU lab's KV pool and weights show up as RSS, not GPU memory
+    io_bytes: int = 1 << 20  # page-cache reads of weights; logging and /proc reads stay below
+    cpu_s: float = 0.05  # CPU time a rank must burn between two stack samples to count
+    compiler_cpu_s: float = 0.01
+
+
+@dataclass(frozen=True)
+class ProcSample:
+    """The movable numbers of one process."""
+
+    key: str  # rank label, or "pid:N" for a process without a rank
+    role: str
+    cpu_time_s: float | None = None
+    rss_mib: float | None = None
+    io_bytes: int | None = None
+    alive: bool = True
+
+
+@dataclass(frozen=True)
+class StackMark:
+    """The latest stack sample of one rank: its number, a signature, and the rank's CPU time then."""
+
+    sample: int
+    signature: str
+    cpu_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    t: float  # seconds, any monotonic origin
+    log_bytes: int = 0  # raw bytes read from the log so far: a new line or a tqdm `\r` update moves it
+    gpu_used_mib: Mapping[int, float] = field(default_factory=dict)  # GPU index -> used MiB
+    procs: Mapping[str, ProcSample] = field(default_factory=dict)  # ProcSample.key -> sample
+    compilers: Mapping[int, float] = field(default_factory=dict)  # pid of an alive compiler -> cpu time
+    stacks: Mapping[str, StackMark] = field(default_factory=dict)  # rank label -> latest mark
+
+
+def progress_signals(prev: Snapshot | None, cur: Snapshot, limits: Thresholds = Thresholds()) -> tuple[str, ...]:
+    """What moved between two snapshots, e.g. ("log", "gpu_memory", "rss:TP0"); () when nothing."""
+    if prev is None:
+        return ()
+    signals: list[str] = []
+    if cur.log_bytes > prev.log_bytes:
+        signals.append("log")
+    if _gpu_moved(prev.gpu_used_mib, cur.gpu_used_mib, limits.gpu_memory_mib):
+        signals.append("gpu_memory")
+    if _compiler_busy(prev.compilers, cur.compilers, limits.compiler_cpu_s):
+        signals.append("compiler")
+    signals.extend(_proc_signals(prev.procs, cur.procs, limits))
+    signals.extend(_stack_signals(prev.stacks, cur.stacks, limits.cpu_s))
+    return tuple(signals)
+
+
+def since_last_progress(last_progress_t: float | None, started_t: float, now: float) -> float:
+    """Seconds since something last moved; from the start of watching when nothing has yet."""
+    origin = started_t if last_progress_t is None else last_progress_t
+    return max(0.0, now - origin)
+
+
+def _gpu_moved(prev: Mapping[int, float], cur: Mapping[int, float], limit: float) -> bool:
+    return any(index in prev and abs(used - prev[index]) > limit for index, used in cur.items())
+
+
+def _compiler_busy(prev: Mapping[int, float], cur: Mapping[int, float], limit: float) -> bool:
+    # a compiler seen for the first time counts once it has used CPU; a known one must keep using it
+    return any(cpu - prev.get(pid, 0.0) >= limit for pid, cpu in cur.items())
+
+
+def _proc_signals(prev: Mapping[str, ProcSample], cur: Mapping[str, ProcSample], limits: Thresholds) -> list[str]:
+    signals: list[str] = []
+    for key, now in cur.items():
+        before = prev.get(key)
+        if before is None or not now.alive or now.role == "compiler":
+            continue
+        if _grew(before.rss_mib, now.rss_mib, limits.rss_mib, absolute=True):
+            signals.append(f"rss:{key}")
+        if _grew(before.io_bytes, now.io_bytes, limits.io_bytes):
+            signals.append(f"io:{key}")
+    return signals
+
+
+def _grew(before: float | None, now: float | None, limit: float, *, absolute: bool = False) -> bool:
+    if before is None or now is None:
+        return False
+    delta = abs(now - before) if absolute else now - before  # RSS may also fall (a freed staging buffer)
+    return delta > limit
+
+
+def _stack_signals(prev: Mapping[str, StackMark], cur: Mapping[str, StackMark], cpu_limit: float) -> list[str]:
+    """A rank whose CPU time grew while its stack changed is computing; the same stack with CPU
+    growing is a spin-wait (a busy synchronize, a NCCL poll) and does not count."""
+    signals: list[str] = []
+    for label, mark in cur.items():
+        before = prev.get(label)
+        if before is None or mark.sample == before.sample or mark.signature == before.signature:
+            continue
+        if _grew(before.cpu_time_s, mark.cpu_time_s, cpu_limit):
+            signals.append(f"stack:{label}")
+    return signals
+
+
+# ---------------------------------------------------------------- building snapshot parts
+
+
+def proc_samples(records: Iterable[ProcessRecord]) -> dict[str, ProcSample]:
+    """The movable numbers of each process, keyed by rank (or pid for processes without one)."""
+    out: dict[str, ProcSample] = {}
+    for record in records:
+        key = record.rank or f"pid:{record.pid}"
+        if key in out and not record.alive:
+            continue  # a dead earlier holder of a rank label never hides the live one
+        out[key] = ProcSample(key, record.role, record.cpu_time_s, record.rss_mib, record.io_read_bytes, record.alive)
+    return out
+
+
+def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:
+    """pid -> cpu time of each alive compiler child (nvcc, ninja, cicc, ...)."""
+    return {r.pid: r.cpu_time_s or 0.0 for r in records if r.role == "compiler" and r.alive}
+
+
+def stack_signature(stack: ProcessStack) -> str:
+    """Every thread's frames with line numbers: Python code that moves changes it, a wait does not."""
+    threads = sorted(
+        ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads
+    )
+    return "|".join(threads)

@@ -1,0 +1,170 @@
+"""Drives a `Watcher` for `attach` and `run`: ticks, outputs, sinks, and when to stop.
+
+Output is one of: a rich live view (a terminal), one plain line per verdict change (a pipe), or
+one JSON object per verdict change (`--json`). `exit_on` + `timeout_s` make it a readiness gate:
+exit 0 on ready, 1 on any other awaited state or on the timeout, printing the verdict either way.
+Sinks (alerts, history, the HTTP view) are called every tick and never block it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Sequence, TextIO
+
+from hangwatch.model import State, Verdict
+from hangwatch.terminal import render, verdict_json, verdict_line, verdict_report
+from hangwatch.watch import Watcher
+
+__all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]
+
+EXIT_READY, EXIT_NOT_READY, EXIT_INTERRUPTED = 0, 1, 130
+Sink = Callable[[Verdict], None]
+
+
+def parse_exit_on(text: str | None) -> frozenset[State]:
+    """"ready,stalled" -> {READY, STALLED}; raises ValueError naming a bad state."""
+    if not text:
+        return frozenset()
+    states = set()
+    for word in (w.strip().lower() for w in text.split(",") if w.strip()):
+        try:
+            states.add(State(word))
+        except ValueError:
+            raise ValueError(f"unknown state '{word}' (expected {', '.join(s.value for s in State)})") from None
+    return frozenset(states)
+
+
+@dataclass(frozen=True)
+class SessionOptions:
+    json: bool = False
+    exit_on: frozenset[State] = frozenset()
+    timeout_s: float | None = None
+    interval_s: float = 1.0
+    live: bool | None = None  # None: a live view when stdout is a terminal
+
+
+@dataclass
+class Session:
+    watcher: Watcher
+    options: SessionOptions
+    sinks: Sequence[Sink] = ()
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    child_pid: int | None = None  # `run`: our own child; its exit ends the session
+    pump: Callable[[Callable[[str], None]], None] | None = None  # `run`: copies server output
+    _stop_signal: int | None = None
+    _child_gone: bool = False
+    _timed_out: bool = False
+
+    def run(self) -> int:
+        live = self.options.live if self.options.live is not None else (self.out.isatty() and not self.options.json)
+        previous = signal.signal(signal.SIGINT, self._on_sigint) if self.child_pid is None else None
+        try:
+            return self._run_live() if live else self._run_plain()
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        self._stop_signal = signum
+
+    # ---------------------------------------------------------------- the two loops
+
+    def _run_plain(self) -> int:
+        while True:
+            verdict, changed = self._step(self._echo_plain)
+            if changed:
+                self._emit(verdict)
+            code = self._finished(verdict)
+            if code is not None:
+                return self._final(verdict, code)
+            self._sleep()
+
+    def _run_live(self) -> int:
+        from rich.console import Console
+        from rich.live import Live
+
+        console = Console(file=self.out)
+        with Live(console=console, refresh_per_second=4, transient=False) as live:
+            echo = (lambda text: live.console.print(text, end="", markup=False, highlight=False, soft_wrap=True))
+            while True:
+                verdict, _ = self._step(echo)
+                live.update(render(self.watcher))
+                code = self._finished(verdict)
+                if code is not None:
+                    break
+                self._sleep()
+        return self._final(verdict, code, printed=True)
+
+    def _step(self, echo: Callable[[str], None]) -> tuple[Verdict, bool]:
+        if self.pump is not None:
+            self.pump(echo)
+        before = len(self.watcher.transitions.items())
+        verdict = self.watcher.tick()
+        for sink in self.sinks:
+            sink(verdict)
+        return verdict, len(self.watcher.transitions.items()) != before
+
+    def _echo_plain(self, text: str) -> None:
+        # `--json` keeps stdout for verdicts: the server's own output goes to stderr then
+        stream = sys.stderr if self.options.json else self.out
+        stream.write(text)
+        stream.flush()
+
+    # ---------------------------------------------------------------- stopping
+
+    def _finished(self, verdict: Verdict) -> int | None:
+        if verdict.state in self.options.exit_on:
+            return EXIT_READY if verdict.state is State.READY else EXIT_NOT_READY
+        if self._stop_signal is not None:
+            return EXIT_INTERRUPTED
+        if self.child_pid is not None and child_exited(self.child_pid):
+            # finish on the tick after the exit was seen: that tick's verdict already has the status
+            if self._child_gone:
+                return EXIT_NOT_READY
+            self._child_gone = True
+        if self.options.timeout_s is not None and self.watcher.observed_for() >= self.options.timeout_s:
+            self._timed_out = True
+            return EXIT_NOT_READY
+        return None
+
+    def _final(self, verdict: Verdict, code: int, *, printed: bool = False) -> int:
+        timed_out = self._timed_out
+        t = self.watcher.observed_for()
+        if self.options.json:
+            if timed_out or verdict.state not in self.options.exit_on:
+                self._write(verdict_json(verdict, t, self.watcher.view.server_name, final=True, timeout=timed_out))
+        else:
+            if timed_out:
+                self._write(f"hangwatch: timed out after {self.options.timeout_s:g}s, the server is {verdict.state.value}")
+            if not printed:
+                self._write(verdict_report(verdict))
+        return code
+
+    def _emit(self, verdict: Verdict) -> None:
+        t = self.watcher.observed_for()
+        if self.options.json:
+            self._write(verdict_json(verdict, t, self.watcher.view.server_name))
+        else:
+            self._write(verdict_line(verdict, t))
+
+    def _write(self, line: str) -> None:
+        self.out.write(line + "\n")
+        self.out.flush()
+
+    def _sleep(self) -> None:
+        # tick on a steady cadence: the time a tick took comes off the sleep
+        interval = 0.2 if self._child_gone else self.options.interval_s
+        time.sleep(max(0.05, interval - (self.watcher.observed_for() % interval)))
+
+
+def child_exited(pid: int) -> bool:
+    """True once our child has exited, without reaping it (the process sampler still reads it)."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True  # already reaped
+    return info is not None

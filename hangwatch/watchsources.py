@@ -1,0 +1,233 @@
+"""The live sources as the watch loop uses them: timed, and each failure turned into `Missing`.
+
+A source that cannot run (no NVML, no py-spy, ptrace refused, no `ss` and no /proc/net) costs
+one `Missing` entry with the fix, and the loop carries on with the rest. Sources that cannot start
+working later (NVML absent, py-spy absent) are not retried every tick.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence
+
+from hangwatch.errors import SourceUnavailable
+from hangwatch.logs import read_log_lines
+from hangwatch.model import GpuInfo, ListeningSocket, LogLine, Missing, ProcessRecord, ProcessStack
+from hangwatch.sources.logtail import LogTail
+from hangwatch.sources.ports import read_listening
+
+__all__ = ["LiveSources", "StackTarget", "stack_targets", "STACK_ROLES"]
+
+# Processes worth a stack: every Python process of the server. Compilers are not Python, and
+# "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
+STACK_ROLES = frozenset({"launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller", "engine_core", "worker"})
+_GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
+_PYSPY_RETRY_S = 60.0
+_LOG_BYTES_PER_TICK = 16 << 20  # a flooding log is read in steps; one tick stays around 100 ms
+
+
+@dataclass(frozen=True)
+class StackTarget:
+    pid: int
+    label: str
+
+
+def stack_targets(procs: Iterable[ProcessRecord], limit: int) -> list[StackTarget]:
+    """The alive Python processes of the server, labelled by rank, else by pid (BUNDLE.md)."""
+    alive = [p for p in procs if p.alive and p.role != "compiler"]
+    known = [p for p in alive if p.role in STACK_ROLES]
+    chosen = known or [p for p in alive if "python" in p.cmdline.split(" ", 1)[0]]
+    seen: set[str] = set()
+    targets = []
+    for proc in chosen[:limit]:
+        label = proc.rank if proc.rank and proc.rank not in seen else str(proc.pid)
+        seen.add(label)
+        targets.append(StackTarget(proc.pid, label))
+    return targets
+
+
+def find_pyspy() -> str:
+    """$HANGWATCH_PYSPY, py-spy on PATH, else the one installed beside this Python (a venv not on PATH)."""
+    chosen = os.environ.get("HANGWATCH_PYSPY")
+    if chosen:
+        return chosen
+    found = shutil.which("py-spy")
+    if found:
+        return found
+    beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
+    return beside if os.access(beside, os.X_OK) else "py-spy"
+
+
+class LiveSources:
+    """Log tail, ports, GPUs and stack dumps of one server, with their latencies and `Missing`s."""
+
+    def __init__(self, server: Any, config: Any):
+        self.server = server
+        self.config = config
+        self.root_pid: int = server.launcher_pid
+        self.latencies: dict[str, float] = {}
+        self._missing: dict[str, Missing] = {}
+        self.ports: tuple[ListeningSocket, ...] = ()
+        self.ports_text: str | None = None
+        self.engine_changed = False
+        self._engine_name: str | None = getattr(server, "engine", None)
+        self._engine = None
+        self._tail = self._open_log()
+        self._gpu_retry_at = 0.0 if config.gpus else float("inf")
+        self._nvml = config.nvml
+        self._pyspy_retry_at = 0.0
+        self._check_pyspy()
+
+    def _check_pyspy(self) -> None:
+        """Say at once, not after the first dump, that stacks cannot be taken."""
+        if shutil.which(find_pyspy()) is None:
+            self._missing["stacks"] = Missing("stacks", f"py-spy not found ({find_pyspy()})", "pip install py-spy")
+            self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
+
+    # ---------------------------------------------------------------- missing
+
+    def note_missing(self, exc: SourceUnavailable) -> None:
+        self._missing[exc.source] = Missing(exc.source, exc.reason, exc.hint)
+
+    def clear_missing(self, source: str) -> None:
+        self._missing.pop(source, None)
+
+    def missing(self) -> tuple[Missing, ...]:
+        return tuple(self._missing.values())
+
+    # ---------------------------------------------------------------- log
+
+    @property
+    def log_path(self) -> str | None:
+        return self.config.log_path or getattr(self.server, "log_path", None)
+
+    def _open_log(self) -> LogTail | None:
+        path = self.log_path
+        if not path:
+            self._missing["log"] = Missing(
+                "log", "no log file found: the server writes to a terminal or a pipe",
+                "pass --log PATH, or start the server with `hangwatch run -- CMD` (it keeps a copy of the output)")
+            return None
+        return LogTail(path, start_tail_bytes=self.config.initial_log_bytes)
+
+    def read_log(self) -> bytes:
+        if self._tail is None:
+            return b""
+        with self._timed("log"):
+            try:
+                return self._read_available()
+            except SourceUnavailable as exc:
+                self.note_missing(exc)
+                return b""
+
+    def _read_available(self) -> bytes:
+        """What the log gained, up to a per-tick budget: LogTail reads a bounded chunk per call
+        and may hand back nothing for a chunk without a line end (a sparse or binary stretch)."""
+        assert self._tail is not None
+        start, chunks = self._tail.bytes_seen, []
+        while True:
+            before = self._tail.bytes_seen
+            chunks.append(self._tail.read_new())
+            if self._tail.bytes_seen == before or self._tail.bytes_seen - start >= _LOG_BYTES_PER_TICK:
+                return b"".join(chunks)
+
+    @property
+    def log_bytes_seen(self) -> int:
+        return self._tail.bytes_seen if self._tail is not None else 0
+
+    @staticmethod
+    def parse_lines(data: bytes, start_lineno: int) -> Sequence[LogLine]:
+        return read_log_lines(data, start_lineno)
+
+    # ---------------------------------------------------------------- engine
+
+    @property
+    def engine_name(self) -> str | None:
+        return self._engine_name
+
+    def engine_for(self, lines: Sequence[LogLine]) -> Any:
+        """The engine, guessed from the log and command line when discover() could not tell."""
+        from hangwatch.engines import get_engine, guess_engine
+
+        self.engine_changed = False
+        if self._engine is None and self._engine_name is None:
+            self._engine_name = guess_engine(list(lines)[-2000:], getattr(self.server, "cmdline", "") or "")
+        if self._engine is None and self._engine_name is not None:
+            self._engine = get_engine(self._engine_name)
+            self.engine_changed = True
+        return self._engine
+
+    # ---------------------------------------------------------------- ports, GPUs
+
+    def read_ports(self) -> None:
+        with self._timed("ports"):
+            try:
+                sockets, self.ports_text = read_listening(ss=self.config.ss, proc_root=self.config.proc_root)
+                self.ports = tuple(sockets)
+                self.clear_missing("ports")
+            except SourceUnavailable as exc:
+                self.note_missing(exc)
+
+    def read_gpus(self) -> tuple[GpuInfo, ...] | None:
+        if time.monotonic() < self._gpu_retry_at:
+            return None
+        from hangwatch.sources.gpus import read_gpus
+
+        with self._timed("gpus"):
+            try:
+                gpus = tuple(read_gpus(self._nvml)) if self._nvml is not None else tuple(read_gpus())
+                self.clear_missing("gpus")
+                return gpus
+            except SourceUnavailable as exc:
+                self.note_missing(exc)
+                self._gpu_retry_at = time.monotonic() + _GPU_RETRY_S
+                return None
+
+    # ---------------------------------------------------------------- stacks
+
+    @property
+    def stacks_possible(self) -> bool:
+        return time.monotonic() >= self._pyspy_retry_at
+
+    def dump(self, targets: Sequence[StackTarget], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]:
+        """One round of stacks of `targets` in parallel (runs on the loop's worker thread)."""
+        from hangwatch.sources.stacks import dump_many
+
+        started = time.monotonic()
+        try:
+            dumps, missing = dump_many([(t.pid, t.label) for t in targets], native=native,
+                                       timeout_s=self.config.stack_timeout_s, pyspy=find_pyspy())
+        except SourceUnavailable as exc:  # py-spy absent: nothing to dump with
+            self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
+            return [], [Missing(exc.source, exc.reason, exc.hint)]
+        self.latencies["stacks_native" if native else "stacks"] = round(time.monotonic() - started, 4)
+        return list(dumps), list(missing)
+
+    def set_stack_missing(self, missing: Sequence[Missing], *, any_ok: bool) -> None:
+        """Keep the first reason stacks could not be taken; forget it once every rank dumps fine."""
+        if missing:
+            first = missing[0]
+            extra = f" ({len(missing)} processes)" if len(missing) > 1 else ""
+            self._missing["stacks"] = Missing("stacks", first.reason + extra, first.hint)
+        elif any_ok:
+            self.clear_missing("stacks")
+
+    # ---------------------------------------------------------------- timing
+
+    def _timed(self, name: str) -> "_Timer":
+        return _Timer(self.latencies, name)
+
+
+class _Timer:
+    def __init__(self, sink: dict[str, float], name: str):
+        self.sink, self.name = sink, name
+
+    def __enter__(self) -> None:
+        self.started = time.monotonic()
+
+    def __exit__(self, *exc: object) -> None:
+        self.sink[self.name] = round(time.monotonic() - self.started, 4)

@@ -1,0 +1,83 @@
+"""One rank of the test server: `python rank.py RANK STORE_PORT READY_FD MODE` (started by
+sglang/launch_server.py). It takes SGLang's title `sglang::scheduler_TP<rank>` at once.
+
+Rank 0 hosts a rendezvous socket and blocks in accept() until every peer connected; the others
+connect to it. Then the rank logs its phases, tells the launcher it is ready through its socket
+pair, and blocks reading it (waiting for requests that never come).
+"""
+
+import os
+import signal
+import socket
+import sys
+import time
+
+from setproctitle import setproctitle
+
+from _common import TP, die_with_parent, log
+
+
+def meet_peers(rank, store_port, world):
+    if rank == 0:
+        server = socket.create_server(("127.0.0.1", store_port))
+        peers = [server.accept()[0] for _ in range(world - 1)]  # blocks until every peer came
+        return server, peers
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", store_port)), []
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def busy_compute(seconds):
+    """Real CPU work whose Python stack moves (different functions and lines)."""
+    end = time.monotonic() + seconds
+    total = 0
+    while time.monotonic() < end:
+        total += sum(i * i for i in range(20000))
+        total += len(sorted(str(total)))
+    return total
+
+
+def main(rank, store_port, ready_fd, mode):
+    die_with_parent()
+    label = f"TP{rank}"
+    setproctitle(f"sglang::scheduler_{label}")
+    log(label, "Init torch distributed begin.")
+    if mode == "dead_rank" and rank == 1:
+        time.sleep(float(os.environ.get("HW_DIE_AFTER", "3")))
+        os.kill(os.getpid(), signal.SIGKILL)
+    keep = meet_peers(rank, store_port, TP)
+    log(label, "Init torch distributed ends. mem usage=0.00 GB")
+    if mode == "slow" and rank == 0:
+        busy_compute(12)
+    log(label, "Load weight begin. avail mem=60.00 GB")
+    log(label, "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=59.00 GB, mem usage=1.00 GB.")
+    log(label, "KV Cache is allocated. #tokens: 4096, K size: 0.01 GB, V size: 0.01 GB")
+    log(label, "max_total_num_tokens=4096, chunked_prefill_size=2048, max_prefill_tokens=16384, context_len=2048")
+    channel = socket.socket(fileno=ready_fd)
+    channel.sendall(b"r")
+    if mode == "spin" and rank == 0:
+        spin(os.environ["HW_RATE_FILE"])
+    channel.recv(1)  # wait for requests that never come
+    del keep
+
+
+def spin(rate_file):
+    """A ready rank busy on the CPU (a benchmark's workload): appends `t work_units` each second."""
+    units, next_report = 0, time.monotonic() + 1.0
+    with open(rate_file, "a") as out:
+        while True:
+            sum(i * i for i in range(2000))
+            units += 1
+            if time.monotonic() >= next_report:
+                out.write(f"{time.monotonic():.3f} {units}\n")
+                out.flush()
+                next_report += 1.0
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])

@@ -1,0 +1,105 @@
+"""`hangwatch attach` on the real SGLang server (CPU) in each lab scenario: state and cause.
+
+Runs when HANGWATCH_LAB_PYTHON is set or the lab venv (.lab-venv) exists; `python lab/run.py
+SCENARIO` starts the scenario and prints {"pid", "log", "port"}. A scenario that fails to start
+fails its test. Slow: a TP=2 start takes 30-60 s on two shared cores.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
+LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
+START_TIMEOUT_S = 300  # lab.scenarios.ONSET_TIMEOUT_S: a TP=2 start on 2 shared cores
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.slow,
+    pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)"),
+]
+
+# scenario -> (the state hangwatch ends on, its cause, culprit ranks or None when not asserted)
+EXPECTED: dict[str, tuple[str, str | None, list[str] | None]] = {
+    "healthy": ("ready", None, None),
+    "two-node-missing": ("stalled", "multinode_rendezvous", None),
+    "weights-fifo": ("stalled", "weight_loading_io", None),
+    "tp2-one-rank-loading": ("stalled", "weight_loading_io", None),
+    "rank-killed": ("stalled", "multinode_rendezvous", None),  # node 1's rank is not in node 0's tree
+    "hs-dump-patch": ("stalled", "patch_or_user_code", None),
+    "port-taken": ("stalled", "port_in_use", None),  # the holder is seen before uvicorn fails to bind
+}
+# Slow but alive: never `stalled`, then ready.
+RECOVERING = ("kv-slow",)
+
+
+@pytest.fixture
+def lab() -> Iterator[Any]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(name: str) -> dict[str, Any]:
+        env = {**os.environ, "HANGWATCH_LAB_PYTHON": LAB_PYTHON}
+        proc = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--hold", "900"],
+                                stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        started.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"lab scenario {name} did not start (exit {proc.wait(timeout=30)})"
+        return json.loads(line)
+
+    yield start
+    for proc in started:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # lab/run.py kills what it started
+            proc.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _attach(pid: int, exit_on: str) -> list[dict[str, Any]]:
+    done = subprocess.run([HANGWATCH, "attach", str(pid), "--json", "--exit-on", exit_on, "--timeout", str(START_TIMEOUT_S)],
+                          capture_output=True, text=True, timeout=START_TIMEOUT_S + 60)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert lines, done.stderr
+    return lines
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_lab_scenario(lab: Any, scenario: str) -> None:
+    # GIVEN a real SGLang start in this scenario
+    header = lab(scenario)
+    # WHEN hangwatch gates on it
+    verdict = _attach(header["pid"], "stalled,crashed,ready")[-1]
+    # THEN it ends on the expected state and cause
+    state, cause, ranks = EXPECTED[scenario]
+    assert (verdict["state"], verdict["cause"]) == (state, cause), json.dumps(verdict, indent=1)[:3000]
+    if ranks is not None:
+        assert verdict["ranks"] == ranks
+
+
+@pytest.mark.parametrize("scenario", sorted(RECOVERING))
+def test_lab_slow_start_is_never_called_stalled(lab: Any, scenario: str) -> None:
+    header = lab(scenario)
+    lines = _attach(header["pid"], "ready,crashed")
+    assert lines[-1]["state"] == "ready", json.dumps(lines[-1], indent=1)[:3000]
+    assert [v for v in lines if v["state"] == "stalled"] == []
+
+
+def test_lab_late_node_is_a_stall_that_resolves(lab: Any) -> None:
+    # GIVEN node 1 joins 25 s after node 0 began waiting for it in the rendezvous
+    header = lab("two-node-late")
+    lines = _attach(header["pid"], "ready,crashed")
+    # THEN stalled on the rendezvous while it waits, ready once it came
+    assert any((v["state"], v["cause"]) == ("stalled", "multinode_rendezvous") for v in lines)
+    assert lines[-1]["state"] == "ready"

@@ -1,0 +1,223 @@
+"""`hangwatch attach / run / collect` on real processes that really block (programs/).
+
+The test server's launcher and ranks carry SGLang's titles and log lines; rank 0 waits in a real
+accept() for its peers, the launcher in a real recv() for its ranks. See programs/sglang/launch_server.py.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import tarfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
+
+GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
+
+
+@pytest.fixture
+def procs() -> Iterator[Procs]:
+    started = Procs()
+    yield started
+    started.stop()
+
+
+# ---------------------------------------------------------------- attach
+
+
+def test_attach_healthy_server_is_ready(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a server that starts fine
+    log = tmp_path / "server.log"
+    server = procs.server("healthy", log)
+    # WHEN hangwatch gates on it
+    code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE]), 30)
+    # THEN it is ready, exit 0
+    assert code == 0, err
+    assert lines[-1]["state"] == "ready"
+    assert lines[-1]["phases"]["TP0"] and lines[-1]["phases"]["TP1"]
+
+
+def test_attach_rank_waiting_for_a_peer_that_never_comes(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN rank 0 blocked in accept() for rank 1, which was never started
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log)
+    wait_for_text(log, "Init torch distributed begin.")
+    # WHEN attached
+    code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE]), 30)
+    # THEN stalled in distributed init, exit 1. The wait is in this program's own file, so a
+    # user-code rule competes with the distributed-init one: both are true of it.
+    assert code == 1, err
+    verdict = lines[-1]
+    assert (verdict["state"], verdict["phase"]) == ("stalled", "dist_init")
+    causes = [verdict["cause"], *(r["cause"] for r in verdict["runners_up"])]
+    assert verdict["cause"] in ("nccl_init", "patch_or_user_code") and "nccl_init" in causes
+
+
+def test_attach_sees_a_rank_killed_while_the_other_waits(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN two ranks; TP1 is SIGKILLed 3 s in, TP0 waits for it in accept() forever
+    log = tmp_path / "server.log"
+    server = procs.server("dead_rank", log, HW_DIE_AFTER="3")
+    watch = procs.hangwatch(["attach", str(server.pid), "--json", "--timeout", "20"])
+    # WHEN the rank dies THEN the verdict names it within a couple of ticks
+    found = next((v for v in json_lines(watch, 20) if v["cause"] == "dead_rank"), None)
+    assert found is not None, watch.stderr.read().decode() if watch.stderr else ""
+    assert (found["state"], found["ranks"]) == ("stalled", ["TP1"])
+    assert found["t"] < 7.0  # died at ~3 s after start (and hangwatch started after the server)
+    watch.send_signal(signal.SIGINT)
+    assert watch.wait(timeout=10) == 130
+
+
+def test_attach_pid_that_does_not_exist(procs: Procs) -> None:
+    code, lines, err = finish(procs.hangwatch(["attach", "999999999", "--json"]), 20)
+    assert code == 2 and lines == []
+    assert err.startswith("hangwatch: error: no process with pid 999999999")
+
+
+def test_attach_process_that_is_not_a_server(procs: Procs) -> None:
+    sleeper = procs.start(["sleep", "30"])
+    code, _, err = finish(procs.hangwatch(["attach", str(sleeper.pid), "--json"]), 20)
+    assert code == 2
+    assert "is not an SGLang or vLLM server" in err
+
+
+def test_attach_without_pyspy_still_gives_a_verdict(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN py-spy cannot be found
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log)
+    wait_for_text(log, "Init torch distributed begin.")
+    env = {**os.environ, "HANGWATCH_PYSPY": str(tmp_path / "no-py-spy")}
+    # WHEN attached THEN the verdict comes from the log, and `missing` says how to get stacks
+    code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE], env=env), 30)
+    assert code == 1, err
+    assert lines[-1]["cause"] == "nccl_init"
+    stacks = [m for m in lines[-1]["missing"] if m["source"] == "stacks"]
+    assert stacks and "py-spy" in stacks[0]["hint"]
+
+
+def test_attach_timeout_prints_the_verdict(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log)
+    started = time.monotonic()
+    code, lines, _ = finish(procs.hangwatch(["attach", str(server.pid), "--json", "--exit-on", "ready", "--timeout", "3"]), 20)
+    assert code == 1 and time.monotonic() - started < 10
+    assert lines[-1]["final"] is True and lines[-1]["timeout"] is True
+
+
+def test_attach_serves_the_api(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log)
+    wait_for_text(log, "Init torch distributed begin.")
+    port = free_port()
+    watch = procs.hangwatch(["attach", str(server.pid), "--json", "--serve", "--port", str(port), "--timeout", "40"])
+    assert any(line["state"] == "stalled" for line in json_lines(watch, 30))
+    verdict = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/verdict", timeout=5))
+    assert verdict["state"] == "stalled"
+    bundle = urllib.request.urlopen(f"http://127.0.0.1:{port}/bundle", timeout=10).read()
+    names = tarfile.open(fileobj=io.BytesIO(bundle)).getnames()
+    assert any(name.endswith("meta.json") for name in names) and any("/stacks/TP0." in name for name in names)
+    watch.send_signal(signal.SIGINT)
+    assert watch.wait(timeout=10) == 130
+
+
+# ---------------------------------------------------------------- run
+
+
+def test_run_reports_an_exit_within_two_seconds(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a server that exits with status 3 one second after start
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="exit"))
+    started = time.monotonic()
+    code, lines, err = finish(watch, 30)
+    # THEN crashed, with the exit status, soon after the exit
+    assert code == 1, err
+    assert time.monotonic() - started < 1.0 + 2.0 + 1.5  # exit at 1 s, seen within 2 s, CLI start-up
+    assert lines[-1]["state"] == "crashed"
+    assert "exited with status 3" in err
+    assert "ValueError: the model config is invalid" in log.read_text()
+
+
+def test_run_gate_on_a_healthy_server(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", *GATE, "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="healthy"))
+    code, lines, err = finish(watch, 30)
+    procs.groups.add(_started_pid(err))  # a ready server outlives the gate: stop it at teardown
+    assert code == 0, err
+    assert lines[-1]["state"] == "ready"
+    assert "The server is fired up and ready to roll!" in err  # server output: stderr under --json
+    assert "The server is fired up and ready to roll!" in log.read_text()
+
+
+def test_run_forwards_ctrl_c_to_the_server(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="tcpstore"))
+    wait_for_text(log, "Init torch distributed begin.")
+    watch.send_signal(signal.SIGINT)
+    code, _, err = finish(watch, 20)
+    assert code == 1
+    pid = _started_pid(err)
+    assert f"server pid {pid} exited with status -2" in err
+    assert _alive_in_group(pid) == []  # the ranks too
+
+
+def test_run_a_command_that_cannot_start(procs: Procs, tmp_path: Path) -> None:
+    code, _, err = finish(procs.hangwatch(["run", "--log", str(tmp_path / "x.log"), "--", str(tmp_path / "nope")]), 20)
+    assert code == 2 and "cannot start" in err
+
+
+# ---------------------------------------------------------------- collect
+
+
+def test_collect_writes_a_bundle_that_diagnoses_the_same(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log)
+    wait_for_text(log, "Init torch distributed begin.")
+    out = tmp_path / "bundle.tar.gz"
+    collect = procs.hangwatch(["collect", str(server.pid), "-o", str(out), "--samples", "2", "--interval", "0.5"])
+    stdout, stderr = collect.communicate(timeout=30)
+    assert collect.returncode == 0, stderr
+    live_cause = stdout.decode().strip().rsplit("(", 1)[1].rstrip(")")  # "wrote X: stalled (CAUSE)"
+    with tarfile.open(out) as tar:
+        files = {Path(m.name).relative_to(Path(m.name).parts[0]).as_posix(): tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    meta = json.loads(files["meta.json"])
+    assert meta["format"] == "hangwatch-bundle/1" and meta["engine"] == "sglang" and meta["tp"] == 2
+    assert b"Init torch distributed begin." in files["server.log"]
+    tp0 = [name for name in files if name.startswith("stacks/TP0.")]
+    assert len(tp0) >= 2 and b"accept" in files[tp0[-1]]
+    # the bundle read back gives the classifier what the live loop gave it
+    diagnose = procs.hangwatch(["diagnose", str(out), "--json"])
+    stdout, stderr = diagnose.communicate(timeout=30)
+    verdict = json.loads(stdout)
+    assert (verdict["state"], verdict["cause"]) == ("stalled", live_cause), stderr
+
+
+def _started_pid(stderr: str) -> int:
+    return int(stderr.split("started pid ")[1].split(",")[0])
+
+
+def _alive_in_group(pgid: int) -> list[int]:
+    """Pids of processes in group `pgid` that are not zombies (PID 1 here may not reap orphans)."""
+    alive = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            alive.append(int(entry.name))
+    return alive
+
+
+def _env(**extra: str) -> dict[str, str]:
+    from livetools import _env as env
+
+    return env(**extra)
