@@ -71,6 +71,8 @@ _LAUNCHER = re.compile(
     r"(?:^|\s|/)vllm\s+serve\b|(?:^|\s)(?:-m\s+)?vllm\.entrypoints\.(?:openai\.api_server|api_server|cli\.main)\b"
 )
 _RAY_WORKER = re.compile(r"^ray::RayWorkerWrapper")
+# A zombie shows only its comm, the title cut to 15 characters (`[VLLM::Worker_TP]`, `[VLLM::EngineCor]`)
+_ZOMBIE_TITLE = re.compile(r"^\[VLLM::(?P<name>[A-Za-z]+)(?:_\w*)?\]$")
 
 
 class VLLM(Engine):
@@ -102,6 +104,10 @@ class VLLM(Engine):
         m = _TITLE.match(cmdline)
         if m:
             return _TITLE_ROLES[m["name"]], rank_from_name(m["suffix"] or "")
+        m = _ZOMBIE_TITLE.match(cmdline)
+        if m:
+            roles = {role for name, role in _TITLE_ROLES.items() if name.startswith(m["name"])}
+            return (roles.pop() if len(roles) == 1 else "other"), None
         if _RAY_WORKER.match(cmdline):
             return "worker", None
         if _LAUNCHER.search(cmdline):

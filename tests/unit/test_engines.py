@@ -407,6 +407,10 @@ def test_rank_positions_latest_in_log_order_and_ready_is_sticky():
         ("/usr/lib/gcc/x86_64-linux-gnu/11/cc1plus -quiet x.cpp", ("compiler", None)),
         ("bash", None),
         ("VLLM::EngineCore", None),
+        # a zombie: its comm, the title cut to 15 characters; the rank is lost
+        ("[sglang::schedul]", ("scheduler", None)),
+        ("[sglang::detoken]", ("detokenizer", None)),
+        ("[python3]", None),
     ],
 )
 def test_sglang_process_roles(cmdline, role):
@@ -429,6 +433,8 @@ def test_sglang_process_roles(cmdline, role):
         ("ray::RayWorkerWrapper.execute_method", ("worker", None)),
         ("ptxas -arch=sm_120", ("compiler", None)),
         ("sglang::scheduler_TP0", None),
+        ("[VLLM::Worker_TP]", ("worker", None)),
+        ("[VLLM::EngineCor]", ("engine_core", None)),
     ],
 )
 def test_vllm_process_roles(cmdline, role):

@@ -362,6 +362,10 @@ def test_label_and_sample(name: str, expected: tuple[str, int]) -> None:
         ("scheduler.py", "run_scheduler_process", False, Origin.ENGINE),
         ("<string>", "<module>", False, Origin.LIBRARY),
         ("/home/me/serve.py", "<module>", False, Origin.USER),
+        # library source checkouts (editable installs) are the library's code, not the user's
+        ("/workspace/flashinfer/python/flashinfer/jit/core.py", "build", False, Origin.LIBRARY),
+        ("/src/triton/python/triton/compiler/compiler.py", "compile", False, Origin.LIBRARY),
+        ("/work/main/lab/gpu/user_hooks.py", "after_weights_loaded", False, Origin.USER),
         ("dist_hang.py", "<module>", False, Origin.USER),
         ("libc.so.6", "poll", True, Origin.NATIVE),
         (None, "apply", False, Origin.LIBRARY),

@@ -1,0 +1,398 @@
+"""Run every GPU lab scenario under hangwatch and keep the evidence (the device-machine driver).
+
+    python3 lab/gpu/device_run.py --out DIR [--scenarios a,b] [--deadline S]
+
+Per scenario: start lab/gpu/run.py in its own session, wait (bounded) for its onset file, run
+`hangwatch attach PID --json --exit-on stalled,crashed,ready --timeout 90 --log LOG` and keep its
+verdict stream with arrival times (and hangwatch's own CPU and RSS), `hangwatch collect PID` into
+a bundle directory (3 samples), time py-spy (Python-only, --nonblocking, --native) per rank, kill
+the process group and wait until the GPUs hold no process. Also: NVML timings, the `gpu` pytest
+marks, versions. Writes DIR/summary.json after every scenario and DIR/gpu_fixtures.tar.gz (one
+folder per scenario: bundle/, verdicts.jsonl, expected.json, native/, server.log).
+
+LAB_GPU_CPU=1 runs the two-rank scenarios on CPU with gloo (no NVML, no GPU) to check the driver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+CPU = os.environ.get("LAB_GPU_CPU") == "1"
+PYSPY_TIMINGS = os.environ.get("LAB_PYSPY_TIMINGS", "1") == "1"
+ORDER = ("collective", "dead-rank", "nccl-init", "graph-capture", "spin-kernel", "kv-slow")
+# What each scenario really is (the lab's ground truth, written before anything runs).
+EXPECTED = {
+    "collective": {"cause": "patch_or_user_code", "state": "stalled", "culprits": ["TP1"]},
+    "nccl-init": {"cause": "nccl_init", "state": "stalled"},
+    "dead-rank": {"cause": "dead_rank", "state": "stalled"},  # culprit: the killed pid, added at run time
+    "kv-slow": {"cause": "kv_cache_alloc", "state": "progressing"},
+    "spin-kernel": {"cause": "arch_kernel_hang", "state": "stalled"},
+    "graph-capture": {"cause": "cuda_graph_capture", "state": "stalled"},
+}
+# `collect` records its own observation window as the quiet time (since_last_progress_s), so a
+# bundle must span more than the hold (`for:`) of the rule that explains it, or `diagnose` reads
+# "starting": samples x interval per scenario, with margin over today's holds (15 s, 30 s, 60 s).
+COLLECT_PLAN = {"nccl-init": (11, 2.5), "spin-kernel": (17, 2.5), "graph-capture": (20, 3.7)}
+T0 = time.monotonic()
+
+
+def say(*parts: object) -> None:
+    print(f"[{time.monotonic() - T0:6.1f}s]", *parts, file=sys.stderr, flush=True)
+
+
+def hangwatch(*args: str) -> list[str]:
+    return [sys.executable, "-m", "hangwatch", *args]
+
+
+def run(cmd: list[str], timeout: float, **kw) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    except subprocess.TimeoutExpired as exc:
+        return subprocess.CompletedProcess(cmd, 124, exc.stdout or "", (exc.stderr or "") + "\n(timeout)")
+
+
+# ---------------------------------------------------------------- measurements
+
+
+class Usage(threading.Thread):
+    """hangwatch's own CPU (percent of one core) and RSS while it runs."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.rss: list[float] = []
+        self.cpu0 = self.proc.cpu_times()
+        self.t0 = time.monotonic()
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+
+    def run(self) -> None:
+        while True:
+            try:
+                with self.proc.oneshot():
+                    self.rss.append(self.proc.memory_info().rss / 2**20)
+                    times = self.proc.cpu_times()
+                    children = sum(c.cpu_times().user + c.cpu_times().system for c in self.proc.children(recursive=True))
+            except psutil.Error:
+                return
+            self.cpu_s = times.user + times.system - self.cpu0.user - self.cpu0.system
+            self.children_cpu_s = children
+            self.wall_s = time.monotonic() - self.t0
+            time.sleep(0.25)
+
+    def report(self) -> dict:
+        return {
+            "wall_s": round(self.wall_s, 2),
+            "cpu_s": round(self.cpu_s, 3),
+            "cpu_pct": round(100 * self.cpu_s / self.wall_s, 1) if self.wall_s else None,
+            "rss_mib_max": round(max(self.rss), 1) if self.rss else None,
+            "rss_mib_last": round(self.rss[-1], 1) if self.rss else None,
+        }
+
+
+def attach(pid: int, log: Path, onset: float, expected: dict, exit_on: str = "stalled,crashed,ready",
+           timeout: float = 90.0, during=None) -> dict:
+    """Run attach; return its verdict lines (with arrival wall time) and measurements."""
+    args = ["attach", str(pid), "--json", "--timeout", str(timeout), "--log", str(log)]
+    if exit_on:
+        args += ["--exit-on", exit_on]
+    started = time.time()
+    proc = subprocess.Popen(hangwatch(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    usage = Usage(proc.pid)
+    usage.start()
+    lines: list[dict] = []
+
+    def read() -> None:
+        for raw in proc.stdout:  # type: ignore[union-attr]
+            try:
+                verdict = json.loads(raw)
+            except ValueError:
+                continue
+            lines.append({"arrived": time.time(), "verdict": verdict})
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    if during is not None:
+        during()
+    try:
+        code = proc.wait(timeout=timeout + 20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = proc.wait()
+    reader.join(5)
+    stderr = proc.stderr.read() if proc.stderr else ""  # type: ignore[union-attr]
+    first_right = next((x for x in lines if matches(x["verdict"], expected)), None)
+    return {
+        "exit_code": code,
+        "started_after_onset_s": round(started - onset, 2),
+        "lines": lines,
+        "stderr_tail": stderr[-2000:],
+        "first_correct_after_onset_s": round(first_right["arrived"] - onset, 2) if first_right else None,
+        "first_correct_after_attach_s": round(first_right["arrived"] - started, 2) if first_right else None,
+        "final": {k: lines[-1]["verdict"].get(k) for k in ("state", "cause", "rule", "ranks", "confidence")} if lines else None,
+        "usage": usage.report(),
+    }
+
+
+def matches(verdict: dict, expected: dict) -> bool:
+    return verdict.get("state") == expected.get("state") and (
+        "cause" not in expected or verdict.get("cause") == expected["cause"]
+    )
+
+
+def pyspy_timings(pids: dict[str, int], dest: Path, reps: int = 3) -> dict:
+    """py-spy dump per rank: Python-only (pausing), --nonblocking (what hangwatch uses), --native."""
+    out: dict = {}
+    dest.mkdir(parents=True, exist_ok=True)
+    pyspy = shutil.which("py-spy") or "py-spy"
+    for label, pid in pids.items():
+        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+            continue
+        row: dict = {}
+        for mode, extra in (("python", []), ("nonblocking", ["--nonblocking"]), ("native", ["--native"])):
+            times, ok = [], 0
+            for rep in range(reps):
+                t = time.perf_counter()
+                res = run([pyspy, "dump", "--pid", str(pid), *extra], timeout=30)
+                times.append(round(time.perf_counter() - t, 3))
+                ok += res.returncode == 0
+                if rep == 0 and mode != "nonblocking":  # long C++ template names cut: a few KB per dump
+                    text = res.stdout + (res.stderr if res.returncode else "")
+                    (dest / f"{label}.{mode}.txt").write_text("\n".join(x[:240] for x in text.splitlines()) + "\n")
+            row[mode] = {"s": times, "ok": ok}
+        out[label] = row
+    return out
+
+
+def gpu_processes() -> list[str]:
+    if CPU:
+        return []
+    res = run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader"], timeout=20)
+    return [line for line in res.stdout.splitlines() if line.strip()]
+
+
+def nvml_timings() -> dict:
+    if CPU:
+        return {}
+    from hangwatch.sources.gpus import Nvml
+
+    t = time.perf_counter()
+    nvml = Nvml()
+    first = nvml.read()
+    init_s = time.perf_counter() - t
+    samples = []
+    for _ in range(20):
+        t = time.perf_counter()
+        nvml.read()
+        samples.append(time.perf_counter() - t)
+    samples.sort()
+    return {
+        "init_and_first_read_ms": round(init_s * 1000, 2),
+        "read_ms_median": round(samples[len(samples) // 2] * 1000, 3),
+        "read_ms_max": round(samples[-1] * 1000, 3),
+        "read_ms_all": [round(s * 1000, 3) for s in samples],
+        "gpus": [{"index": g.index, "name": g.name, "cc": g.compute_capability, "total_mib": g.memory_total_mib,
+                  "used_mib": g.memory_used_mib, "util": g.utilization_pct} for g in first],
+    }
+
+
+# ---------------------------------------------------------------- one scenario
+
+
+def wait_onset(path: Path, launcher: subprocess.Popen, timeout: float) -> dict | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            try:
+                return json.loads(path.read_text())
+            except ValueError:
+                pass
+        if launcher.poll() is not None:
+            return None
+        time.sleep(0.1)
+    return None
+
+
+def kill_group(launcher: subprocess.Popen, pids: list[int]) -> None:
+    try:
+        os.killpg(launcher.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    try:
+        launcher.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def scenario(name: str, index: int, work: Path) -> dict:
+    sdir = work / name
+    shutil.rmtree(sdir, ignore_errors=True)
+    sdir.mkdir(parents=True)
+    log = Path(f"/tmp/lab-{name}.log")
+    onset_file = Path(f"/tmp/lab-{name}.onset")
+    for p in (log, onset_file):
+        p.unlink(missing_ok=True)
+    result: dict = {"scenario": name, "expected": dict(EXPECTED[name])}
+    t_start = time.time()
+    launcher = subprocess.Popen(
+        [sys.executable, str(HERE / "run.py"), name, "--log", str(log), "--onset-file", str(onset_file),
+         "--port", str(29650 + index), "--hold", "400"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=ROOT,
+    )
+    first = launcher.stdout.readline()  # type: ignore[union-attr]
+    info = json.loads(first)
+    pids = info["ranks"]
+    labels = {f"TP{r}" if len(pids) > 1 else "scheduler": pid for r, pid in enumerate(pids)}
+    result["launcher_pid"], result["rank_pids"] = info["pid"], pids
+    if name == "dead-rank":
+        result["expected"]["culprits"] = [f"pid {pids[1]}"]
+    onset = wait_onset(onset_file, launcher, 120)
+    result["start_to_onset_s"] = round(onset["onset"] - t_start, 2) if onset else None
+    say(name, "onset", onset)
+    try:
+        if onset is None:
+            result["error"] = "no onset within 120 s"
+            return result
+        t_onset = onset["onset"]
+        if name == "kv-slow":
+            time.sleep(1.0)
+            bundle = {}
+
+            def collect_mid() -> None:  # while the pool grows: the fixture must show it moving
+                time.sleep(12)
+                bundle["res"] = collect(info["pid"], log, sdir)
+
+            result["attach"] = attach(info["pid"], log, t_onset, result["expected"], timeout=90, during=collect_mid)
+            result["collect"] = bundle.get("res")
+        elif name in COLLECT_PLAN:  # attach and a long collect side by side, both from the onset
+            bundle = {}
+
+            def collect_long() -> None:
+                bundle["res"] = collect(info["pid"], log, sdir, *COLLECT_PLAN[name])
+
+            side = threading.Thread(target=collect_long)
+            side.start()
+            result["attach"] = attach(info["pid"], log, t_onset, result["expected"], timeout=90)
+            side.join(120)
+            result["collect"] = bundle.get("res")
+        else:
+            result["attach"] = attach(info["pid"], log, t_onset, result["expected"], timeout=90)
+            result["collect"] = collect(info["pid"], log, sdir)
+        say(name, "attach", result["attach"]["final"], "first correct after onset",
+            result["attach"]["first_correct_after_onset_s"])
+        if name == "collective":  # steady state: hangwatch watching a stalled server (native dumps too)
+            steady = attach(info["pid"], log, t_onset, result["expected"], exit_on="", timeout=40)
+            result["steady_attach"] = {k: steady[k] for k in ("usage", "final", "exit_code")}
+            result["steady_attach"]["states"] = [x["verdict"]["state"] for x in steady["lines"]]
+        if name != "kv-slow" and PYSPY_TIMINGS:
+            result["pyspy"] = pyspy_timings(labels, sdir / "native")
+        with open(sdir / "verdicts.jsonl", "w") as fh:
+            for line in result["attach"]["lines"]:
+                fh.write(json.dumps({"t_after_onset_s": round(line["arrived"] - t_onset, 2), **line["verdict"]}) + "\n")
+        (sdir / "expected.json").write_text(json.dumps(result["expected"], indent=2) + "\n")
+        (sdir / "onset.json").write_text(json.dumps({**onset, "launcher": info}, indent=2) + "\n")
+    finally:
+        kill_group(launcher, pids)
+        if log.exists():
+            shutil.copy(log, sdir / "server.full.log")
+        freed = None
+        for _ in range(60):
+            left = gpu_processes()
+            if not left:
+                freed = True
+                break
+            time.sleep(0.5)
+        result["gpus_free_after_kill"] = freed if freed else gpu_processes()
+    return result
+
+
+def collect(pid: int, log: Path, sdir: Path, samples: int = 3, interval: float = 1.0) -> dict:
+    t = time.perf_counter()
+    res = run(hangwatch("collect", str(pid), "-o", str(sdir / "bundle"), "--samples", str(samples),
+                        "--interval", str(interval), "--log", str(log)), timeout=samples * interval + 60, cwd=ROOT)
+    return {"exit_code": res.returncode, "s": round(time.perf_counter() - t, 2), "stdout": res.stdout.strip(),
+            "stderr": res.stderr[-1500:]}
+
+
+# ---------------------------------------------------------------- main
+
+
+def versions() -> dict:
+    out = {"python": sys.version.split()[0]}
+    code = ("import torch, json; print(json.dumps({'torch': torch.__version__, 'cuda': torch.version.cuda, "
+            "'nccl': '.'.join(map(str, torch.cuda.nccl.version())) if torch.cuda.is_available() else None, "
+            "'gpus': torch.cuda.device_count()}))")
+    res = run([sys.executable, "-c", code], timeout=60)
+    try:
+        out.update(json.loads(res.stdout.strip().splitlines()[-1]))
+    except (ValueError, IndexError):
+        out["torch_error"] = res.stderr[-500:]
+    out["py-spy"] = run(["py-spy", "--version"], timeout=10).stdout.strip()
+    if not CPU:
+        out["nvidia-smi"] = run(["nvidia-smi", "--query-gpu=index,name,compute_cap,memory.total,driver_version",
+                                 "--format=csv,noheader"], timeout=20).stdout.strip()
+    return out
+
+
+def pack(out: Path, work: Path) -> None:
+    with tarfile.open(out / "gpu_fixtures.tar.gz", "w:gz") as tar:
+        tar.add(work, arcname="gpu")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--scenarios", default=",".join(ORDER))
+    parser.add_argument("--deadline", type=float, default=520.0, help="start no scenario after this many seconds")
+    parser.add_argument("--pytest", action="store_true", help="also run the NVML tests marked gpu")
+    args = parser.parse_args()
+    out = args.out
+    work = out / "work"
+    work.mkdir(parents=True, exist_ok=True)
+    summary: dict = {"versions": versions(), "nvml": nvml_timings(), "scenarios": {}}
+    say("versions", summary["versions"])
+    if args.pytest and not CPU:
+        res = run([sys.executable, "-m", "pytest", "-q", "-rs", "-m", "gpu", "tests/unit/sources/test_gpus_real.py",
+                   "-p", "no:cacheprovider"], timeout=120, cwd=ROOT)
+        summary["pytest_gpu"] = {"exit_code": res.returncode, "tail": (res.stdout + res.stderr)[-3000:]}
+        say("pytest", res.returncode, res.stdout[-300:])
+    budget = {"kv-slow": 80, "collective": 110, "graph-capture": 110, "spin-kernel": 70}
+    for index, name in enumerate(args.scenarios.split(",")):
+        left = args.deadline - (time.monotonic() - T0)
+        if left < budget.get(name, 55):
+            summary["scenarios"][name] = {"skipped": f"only {left:.0f} s left"}
+            continue
+        try:
+            summary["scenarios"][name] = scenario(name, index, work)
+        except Exception as exc:  # keep going: the other scenarios still count
+            summary["scenarios"][name] = {"error": repr(exc)}
+            say(name, "error", repr(exc))
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        pack(out, work)
+    summary["total_s"] = round(time.monotonic() - T0, 1)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    pack(out, work)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
