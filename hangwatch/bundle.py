@@ -190,10 +190,23 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
         gpus=tuple(_optional(files, "gpus.json", "gpus", _gpus, missing) or ()),
         stacks=_stacks(files, missing),
         dmesg=tuple(line for line in _text(files.get("dmesg.txt")).splitlines() if line.strip()),
-        missing=tuple(missing),
+        missing=tuple(missing) + _recorded_missing(meta),
         observed_for_s=_float(meta.get("observed_for_s")),
         since_last_progress_s=_float(meta.get("since_last_progress_s")),
+        log_quiet_s=_float(meta.get("log_quiet_s")),
+        progress_signals=tuple(str(s) for s in meta.get("progress_signals") or () if isinstance(s, str)),
         server_port=_server_port(flags, engine, cmdline),
+    )
+
+
+def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:
+    """What the live collector could not read (meta.json "missing", an extension of BUNDLE.md)."""
+    entries = meta.get("missing")
+    if not isinstance(entries, list):
+        return ()
+    return tuple(
+        Missing(str(e["source"]), str(e.get("reason") or ""), e.get("hint"))
+        for e in entries if isinstance(e, dict) and e.get("source")
     )
 
 

@@ -43,6 +43,7 @@ def build_evidence(watcher: Watcher, t: float) -> Evidence:
         observed_for_s=round(t, 2),
         since_last_progress_s=round(watcher.since_last_progress(t), 2),
         progress_signals=watcher.recent_signals(),
+        log_quiet_s=round(watcher.since_last_log(t), 2),
         server_port=getattr(server, "port", None),
     )
 
@@ -57,6 +58,10 @@ def meta_dict(watcher: Watcher, t: float) -> dict[str, Any]:
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(watcher.started_wall + t)),
         "observed_for_s": round(t, 1),
         "since_last_progress_s": round(watcher.since_last_progress(t), 1),
+        # extensions of BUNDLE.md's meta.json, read back by `diagnose`
+        "log_quiet_s": round(watcher.since_last_log(t), 1),
+        "progress_signals": list(watcher.recent_signals()),
+        "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in watcher.sources.missing()],
         "host": getattr(server, "host_name", None) or socket.gethostname(),
         "gpu_model": gpu.name if gpu else None,
         "compute_capability": gpu.compute_capability if gpu else None,

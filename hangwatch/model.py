@@ -227,6 +227,7 @@ class Evidence:
     observed_for_s: float | None = None
     since_last_progress_s: float | None = None  # None: unknown (e.g. a bundle pasted from a report)
     progress_signals: tuple[str, ...] = ()  # what moved recently ("log", "gpu_memory", "compiler", ...)
+    log_quiet_s: float | None = None  # seconds since the log last grew; None when unknown
     server_port: int | None = None
 
 

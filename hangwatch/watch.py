@@ -14,6 +14,7 @@ bounded (`history.py`), and the same `Evidence` type as a bundle goes to the sam
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -53,7 +54,7 @@ class WatchConfig:
     # Live, a rule that is not `immediate` decides "stalled" only after nothing has moved this
     # long, even without its own `for:`: at the first tick of a healthy start every rank is
     # "inside" some phase and its stack in some wait. A bundle (quiet time unknown) is unaffected.
-    min_hold_s: float = 10.0
+    min_hold_s: float = 5.0
 
 
 class Watcher:
@@ -78,6 +79,11 @@ class Watcher:
         self._last_progress_t: float | None = None
         self._signals: dict[str, float] = {}  # signal -> t last seen
         self._last_log_t = 0.0
+        # Attached to a server already stuck: how long its log had been silent before we came.
+        # Used only while nothing at all moves under our eyes (see since_last_progress).
+        self._quiet_before_s = _log_age(self.sources.log_path, self.started_wall)
+        self._log_grew = self._log_read_once = False
+        self._compared = False
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hangwatch-stacks")
         self._dumping: Future | None = None
         self._native: Future | None = None
@@ -112,6 +118,8 @@ class Watcher:
         data = self.sources.read_log()
         if not data:
             return
+        # the first read is the tail that was already there; any later one is growth
+        self._log_grew, self._log_read_once = self._log_grew or self._log_read_once, True
         self._last_log_t = t
         lines = self.log.feed(data)
         engine = self.sources.engine_for(self.log.lines)
@@ -216,6 +224,7 @@ class Watcher:
             stacks=dict(self._stack_marks),
         )
         signals = progress.progress_signals(self._snapshot, snapshot, self.config.thresholds)
+        self._compared = self._compared or self._snapshot is not None
         self._snapshot = snapshot
         if signals:
             self._last_progress_t = t
@@ -224,7 +233,15 @@ class Watcher:
         self._signals = {s: seen for s, seen in self._signals.items() if seen >= horizon}
 
     def since_last_progress(self, t: float) -> float:
+        if self._last_progress_t is None and self._compared:
+            # nothing has moved since we came: the stall began when the log last moved, or earlier
+            return t + self._quiet_before_s
         return progress.since_last_progress(self._last_progress_t, 0.0, t)
+
+    def since_last_log(self, t: float) -> float:
+        if not self._log_grew:
+            return t + self._quiet_before_s
+        return progress.since_last_progress(self._last_log_t, 0.0, t)
 
     def _classify(self, t: float) -> Verdict:
         self._evidence = build_evidence(self, t)
@@ -312,3 +329,13 @@ def server_name(server: Any) -> str:
     host = getattr(server, "host", None) or "localhost"
     pid = getattr(server, "launcher_pid", None)
     return f"{engine} pid {pid} on {host}:{port}" if port else f"{engine} pid {pid}"
+
+
+def _log_age(path: str | None, wall_now: float) -> float:
+    """Seconds since the log file was last written; 0 when there is none (or it is newer)."""
+    if not path:
+        return 0.0
+    try:
+        return max(0.0, wall_now - os.stat(path).st_mtime)
+    except OSError:
+        return 0.0

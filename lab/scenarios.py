@@ -157,6 +157,21 @@ def rank_killed(rs: RunningScenario) -> None:
         rs.mark_reached("TP0 waits in the TCPStore rendezvous for the killed rank")
 
 
+def rank_killed_one_node(rs: RunningScenario) -> None:
+    """One node, --tp 2: scheduler TP1 is SIGKILLed (as by the OOM killer) once it logs
+    `Load weight begin` (or `--kill-at TEXT`), inside the tree hangwatch watches. SGLang's launcher
+    notices within its 5 s poll, logs `Rank 1 scheduler died during initialization (exit code:
+    -9)` and takes the server down: a crash whose cause is the dead rank."""
+    kill_at = rs.opts.get("kill_at") or "Load weight begin"
+    node = rs.launch(0, [*rs.server_args(rs.port), "--tp", "2"], rs.port, env=TP2_ENV)
+    if not rs.until(lambda: node.watch.find(kill_at), watch=[node]):
+        return
+    victims = [p for p in _schedulers(node) if _procs.title(p).endswith("_TP1")]
+    for pid in victims:
+        os.kill(pid, signal.SIGKILL)
+    rs.mark_onset(f"SIGKILLed scheduler TP1 at '{kill_at}'", killed=victims)
+
+
 def hs_dump_patch(rs: RunningScenario) -> None:
     dump_dir = Path(f"{HS_DUMP_SHM_PREFIX}{rs.run_id}")
     rs.add_cleanup(lambda: shutil.rmtree(dump_dir, ignore_errors=True))
@@ -191,6 +206,7 @@ SCENARIOS: dict[str, Callable[[RunningScenario], None]] = {
     "tp2-one-rank-loading": tp2_one_rank_loading,
     "kv-slow": kv_slow,
     "rank-killed": rank_killed,
+    "rank-killed-one-node": rank_killed_one_node,
     "hs-dump-patch": hs_dump_patch,
     "port-taken": port_taken,
     "healthy": healthy,

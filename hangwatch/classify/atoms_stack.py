@@ -15,8 +15,8 @@ from hangwatch.model import Fact, Frame, Origin, ProcessStack, Source, ThreadSta
 from hangwatch.stacks import stack_signature
 
 ORIGINS = tuple(origin.value for origin in Origin)
-_FRAME_KEYS = ("match", "ranks", "thread", "top", "roles")
-_ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles")
+_FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits")
+_ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles", "culprits")
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,7 @@ class FrameArg:
     thread: str = "any"
     top: int | None = None
     roles: frozenset[str] | None = None
+    culprits: bool = False  # name the ranks that show the frame, when not all of them do
 
 
 # ---------------------------------------------------------------- argument parsers
@@ -39,7 +40,10 @@ def _frame_options(raw: dict[str, Any], site: Site, test: Callable[[Frame], bool
     thread = parse_choice(raw.get("thread", "any"), ("main", "any"), "thread", site.value("thread"))
     top = parse_count(raw["top"], "top", site.value("top")) if "top" in raw else None
     roles = parse_names(raw["roles"], "roles", site.value("roles")) if "roles" in raw else None
-    return FrameArg(test, describe, ranks, thread, top, roles)
+    culprits = raw.get("culprits", False)
+    if not isinstance(culprits, bool):
+        raise RuleError("'culprits' must be true or false", site.value("culprits"))
+    return FrameArg(test, describe, ranks, thread, top, roles, culprits)
 
 
 def _frame_text(frame: Frame) -> str:
@@ -127,6 +131,8 @@ def stack_frame(arg: FrameArg, ctx: Context) -> AtomResult:
     held, culprits = QUANTIFIERS[arg.ranks](list(hits), list(population))
     if not held:
         return NO
+    if arg.culprits and not culprits and 0 < len(hits) < len(ctx.rank_stacks):
+        culprits = tuple(sorted((label for label in hits if label in ctx.rank_stacks), key=label_order))
     if not hits:
         return AtomResult(True, [Fact(f"no rank shows {arg.describe}", Source("stacks/"))])
     first = next(iter(hits.values()))[1]

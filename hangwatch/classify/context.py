@@ -116,6 +116,13 @@ class Context:
         return _numeric(self.meta.get("since_last_progress_s"))
 
     @cached_property
+    def log_quiet_s(self) -> float | None:
+        """Seconds since the log last grew; None when unknown."""
+        if self.evidence.log_quiet_s is not None:
+            return self.evidence.log_quiet_s
+        return _numeric(self.meta.get("log_quiet_s"))
+
+    @cached_property
     def only_meta(self) -> bool:
         ev = self.evidence
         return not (ev.log or ev.stacks or ev.gpus or ev.procs)

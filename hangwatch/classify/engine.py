@@ -25,7 +25,10 @@ DEFAULT_BUDGETS: Mapping[Phase, float] = {
     Phase.HTTP_UP: 60,
     Phase.WARMUP: 120,
 }
-SLOW_AFTER_S = 30.0  # quiet longer than this while something moves: "progressing", not "starting"
+SLOW_AFTER_S = 30.0  # the log silent longer than this while something moves: "progressing", not "starting"
+# A `state: progressing` rule says "slow but alive". Live, where the quiet time is known, that is
+# refuted once nothing at all has moved for this long (a FIFO open looks like a slow read).
+PROGRESSING_MAX_QUIET_S = 15.0
 UNKNOWN_CONFIDENCE = 0.2
 MAX_FACTS = 12
 MAX_RUNNERS_UP = 5
@@ -66,13 +69,25 @@ def hold_passed(rule: Rule, quiet_s: float | None) -> bool:
     return rule.immediate or quiet_s is None or quiet_s >= rule.hold_s
 
 
+def still_moving(rule: Rule, ctx: Context) -> bool:
+    """A `progressing` rule (slow but alive) holds only while something moves, and once the log
+    has been silent for its hold; a pasted bundle, where nobody measured either, is trusted."""
+    if rule.state is not State.PROGRESSING or ctx.quiet_s is None:
+        return True
+    slow = ctx.log_quiet_s is None or ctx.log_quiet_s >= rule.hold_s
+    return ctx.quiet_s < PROGRESSING_MAX_QUIET_S and slow
+
+
 def match_rule(rule: Rule, ctx: Context) -> Match | None:
     if not rule.fits_engine(ctx.engine):
+        return None
+    if not still_moving(rule, ctx):
         return None
     outcome = rule.when.evaluate(ctx)
     if not outcome.held:
         return None
-    held = hold_passed(rule, ctx.quiet_s)
+    # a progressing rule's hold is on the log's silence (still_moving), not on the quiet time
+    held = rule.state is State.PROGRESSING or hold_passed(rule, ctx.quiet_s)
     return Match(rule, outcome.facts, outcome.culprits, outcome.values, outcome.atoms, held)
 
 
@@ -214,7 +229,9 @@ def _without_match(
         text = f"Nothing has moved for {quiet:.0f}s in {phase.value} (budget {budget:.0f}s), and no rule explains it."
         return _unknown_stall(ctx, ranked, rules, text)
     signals = ctx.evidence.progress_signals
-    if quiet > SLOW_AFTER_S and signals:
+    # slow: the log has been silent a while; alive: something else still moves
+    log_quiet = ctx.log_quiet_s if ctx.log_quiet_s is not None else quiet
+    if log_quiet > SLOW_AFTER_S and quiet < PROGRESSING_MAX_QUIET_S and signals:
         text = f"Slow in {phase.value}, still moving: {', '.join(signals)}."
         return _healthy(State.PROGRESSING, ctx, ranked, text)
     return _healthy(State.STARTING, ctx, ranked, None)

@@ -307,6 +307,12 @@ OPEN_MAIN = [fr("Condition.wait", "threading.py", 327), fr("Event.wait", "thread
              fr("ThreadPoolExecutor._adjust_thread_count", "concurrent/futures/thread.py", 199),
              fr("ThreadPoolExecutor.submit", "concurrent/futures/thread.py", 176),
              fr("buffered_multi_thread_safetensors_weights_iterator", "sglang/srt/model_loader/weight_utils.py", 1367)] + LOAD
+case("weight-load-no-progress", "fires", "loader-quiet-60s", meta=meta(tp=1, since_last_progress_s=60.0),
+     cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
+     stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))})
+case("weight-load-no-progress", "quiet", "loader-reading", meta=meta(tp=1, since_last_progress_s=2.0),
+     cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
+     stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))})
 case("weight-load-frozen-open", "fires", "worker-thread-in-open", meta=meta(tp=1, since_last_progress_s=420.0),
      cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
      stacks={"TP0": rank_stack(0, OPEN_MAIN, tp=1, extra=(LOADER_WORKER_OPEN,))})

@@ -123,9 +123,27 @@ def test_an_ended_phase_uses_the_next_budget() -> None:
 
 
 def test_slow_but_moving_is_progressing() -> None:
-    evidence = _with(IN_DIST_INIT, since_last_progress_s=45.0, progress_signals=("gpu_memory",))
+    # GIVEN a log silent for 45 s while GPU memory moved 2 s ago
+    evidence = _with(IN_DIST_INIT, since_last_progress_s=2.0, log_quiet_s=45.0, progress_signals=("gpu_memory",))
     verdict = classify(evidence, [])
     assert (verdict.state, verdict.cause, verdict.message) == (State.PROGRESSING, None, "Slow in dist_init, still moving: gpu_memory.")
+
+
+def test_a_quiet_log_with_something_moving_recently_is_still_starting() -> None:
+    evidence = _with(IN_DIST_INIT, since_last_progress_s=2.0, log_quiet_s=5.0, progress_signals=("gpu_memory",))
+    assert classify(evidence, []).state is State.STARTING
+
+
+def test_a_progressing_rule_is_refuted_once_nothing_moves() -> None:
+    # GIVEN a slow-but-alive rule that matches
+    slow = rule("{log.matches: 'Init torch'}", id="slow", state="progressing")
+    moving = _with(IN_DIST_INIT, since_last_progress_s=3.0, log_quiet_s=40.0, progress_signals=("rss:TP0",))
+    frozen = _with(IN_DIST_INIT, since_last_progress_s=40.0, log_quiet_s=40.0)
+    # THEN it holds while something moves, and not once nothing has moved for a while
+    assert classify(moving, [slow]).state is State.PROGRESSING
+    assert match_rule(slow, Context(frozen)) is None
+    # and a pasted bundle (nothing measured) trusts the rule
+    assert classify(_with(IN_DIST_INIT, since_last_progress_s=None), [slow]).state is State.PROGRESSING
 
 
 def test_engine_filter() -> None:
