@@ -96,6 +96,16 @@ def test_lab_slow_start_is_never_called_stalled(lab: Any, scenario: str) -> None
     assert [v for v in lines if v["state"] == "stalled"] == []
 
 
+def test_lab_killed_rank_in_the_watched_tree_is_named(lab: Any) -> None:
+    # GIVEN one node with --tp 2 whose scheduler TP1 is SIGKILLed while loading
+    header = lab("rank-killed-one-node")
+    verdict = _attach(header["pid"], "stalled,crashed")[-1]
+    # THEN the dead rank is the cause and TP1 the culprit (stalled while the launcher waits,
+    # crashed once SGLang's launcher notices and takes the server down)
+    assert verdict["state"] in ("stalled", "crashed"), json.dumps(verdict, indent=1)[:3000]
+    assert (verdict["cause"], verdict["ranks"]) == ("dead_rank", ["TP1"]), json.dumps(verdict, indent=1)[:3000]
+
+
 def test_lab_late_node_is_a_stall_that_resolves(lab: Any) -> None:
     # GIVEN node 1 joins 25 s after node 0 began waiting for it in the rendezvous
     header = lab("two-node-late")

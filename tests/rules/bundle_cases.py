@@ -325,6 +325,11 @@ case("weight-load-rank-behind", "fires", "tp3-still-reading", meta=meta(tp=4), c
 case("weight-load-rank-behind", "quiet", "all-ranks-reading", meta=meta(tp=4), cmdline=SG4, log=sg_log("load_begin", tp=4),
      stacks=stacks_all(4, lambda i: LOADER_MAIN))
 
+case("weight-load-peer-behind", "fires", "node0-waits-for-node1", meta=meta(tp=2, nnodes=2, since_last_progress_s=45.0),
+     cmdline=SG2 + " --nnodes 2 --node-rank 0 --dist-init-addr 10.0.0.1:5000",
+     log=sg_log("load_end", tp=1), stacks={"TP0": rank_stack(0, BARRIER_AFTER_LOAD, tp=2)})
+case("weight-load-peer-behind", "quiet", "one-rank-still-reading-here", meta=meta(tp=2),
+     cmdline=SG2, log=sg_log("load_begin"), stacks=stacks_all(2, lambda i: BARRIER_AFTER_LOAD if i == 0 else LOADER_MAIN))
 case("weight-load-d-state", "fires", "schedulers-in-D", meta=meta(tp=2), cmdline=SG2,
      log=sg_log("load_begin", extra=["Multi-thread loading shards:  12% Completed | 2/17 [04:10<29:10, 125.0s/it]"]), procs=procs(2, states={"scheduler": "D"}))
 case("weight-load-d-state", "quiet", "D-after-weights", meta=meta(tp=2), cmdline=SG2, log=sg_log("kv"), procs=procs(2, states={"scheduler": "D"}))
@@ -680,6 +685,8 @@ case("custom-allreduce-p2p-check-last", "quiet", "cache-read-then-loading", meta
 case("custom-allreduce-ipc-errors", "fires", "ipc-open-failed", meta=meta("vllm", tp=2), cmdline=V2,
      log=v_log("kv", extra=["(Worker_TP1 pid=4201) ERROR 11-29 23:05:00 [multiproc_executor.py:596] RuntimeError: CUDA error: invalid argument in cudaIpcOpenMemHandle (csrc/custom_all_reduce.cuh:354)"]))
 case("custom-allreduce-ipc-errors", "quiet", "disabled-notice", meta=meta("vllm", tp=2), cmdline=V2 + " --disable-custom-all-reduce", log=v_log("kv"))
+case("custom-allreduce-ipc-errors", "quiet", "sglang-fallback-warning", meta=meta(tp=2), cmdline=SG2,
+     log=sg_log("load_end", extra=["[2026-11-29 23:01:09 TP0] Setup Custom allreduce failed with . To silence this warning, specify --disable-custom-all-reduce explicitly."]))
 
 case("jit-compile-config-prior", "fires", "torch-compile-flag", meta=meta(tp=1, gpu="NVIDIA H100 80GB HBM3"), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --enable-torch-compile")
 case("jit-compile-config-prior", "fires", "deepgemm-env", meta=meta("vllm", tp=8, gpu="NVIDIA H200"), cmdline="vllm serve /models/DeepSeek-R1 --tensor-parallel-size 8", env=env(VLLM_USE_DEEP_GEMM="1"))
