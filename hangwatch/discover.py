@@ -19,6 +19,7 @@ from hangwatch.engines import ENGINES
 from hangwatch.errors import TargetError
 from hangwatch.flags import parse_flags, server_port
 from hangwatch.redact import filter_env, redact_cmdline
+from hangwatch.sources.procs import stat_fields
 
 __all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
 
@@ -213,14 +214,9 @@ def read_cmdline(pid: int, *, proc_root: str = "/proc") -> str | None:
 
 
 def _ppid(pid: int, proc_root: str) -> int | None:
+    fields = stat_fields(pid, proc_root)
     try:
-        with open(f"{proc_root}/{pid}/stat", "rb") as fh:
-            data = fh.read().decode("utf-8", "replace")
-    except OSError:
-        return None
-    fields = data.rsplit(")", 1)[-1].split()  # comm may hold spaces and ")"
-    try:
-        return int(fields[1])
+        return int(fields[1]) if fields else None
     except (IndexError, ValueError):
         return None
 

@@ -103,15 +103,31 @@ def _hits(pattern: re.Pattern[str], lines: tuple[LogLine, ...] | list[LogLine]) 
     return [line for line in lines if pattern.search(line.text)]
 
 
-def _found(hits: list[LogLine]) -> AtomResult:
+def _found(hits: list[LogLine], pattern: re.Pattern[str] | None = None) -> AtomResult:
     """The latest matching line is quoted: in a hang, what happened last matters most."""
     if not hits:
         return NO
-    return AtomResult(True, [log_fact(hits[-1], len(hits) - 1)], values={"line": hits[-1].text})
+    culprits = _named_ranks(pattern, hits) if pattern is not None and pattern.groupindex else ()
+    return AtomResult(True, [log_fact(hits[-1], len(hits) - 1)], culprits, values={"line": hits[-1].text})
+
+
+def _named_ranks(pattern: re.Pattern[str], hits: list[LogLine]) -> tuple[str, ...]:
+    """Ranks a line names through the groups `(?P<tp>N)` (-> "TPN") or `(?P<rank>TP3)`:
+    "Rank 1 scheduler died" names the culprit better than which process died first."""
+    found: list[str] = []
+    for line in hits:
+        match = pattern.search(line.text)
+        if match is None:
+            continue
+        groups = match.groupdict()
+        rank = f"TP{groups['tp']}" if groups.get("tp") else groups.get("rank")
+        if rank and rank not in found:
+            found.append(rank)
+    return tuple(found)
 
 
 def log_matches(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
-    return _found(ctx.log_hits(pattern))
+    return _found(ctx.log_hits(pattern), pattern)
 
 
 def log_absent(pattern: re.Pattern[str], ctx: Context) -> AtomResult:

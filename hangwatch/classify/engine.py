@@ -158,13 +158,26 @@ def missing_for(ctx: Context, rules: Iterable[Rule]) -> tuple[Missing, ...]:
 # ---------------------------------------------------------------- verdicts
 
 
+def culprits_for(winner: Match, ranked: Sequence[Match]) -> tuple[str, ...]:
+    """The winner's culprits, narrowed by another match of the same cause that names fewer of
+    them: when the launcher takes every rank down, `Rank 1 scheduler died` says which went first."""
+    best = winner.culprits
+    for match in ranked:
+        narrower = match.culprits and set(match.culprits) < set(best)
+        if match.rule.cause == winner.rule.cause and narrower:
+            best = match.culprits
+    return best
+
+
 def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Context) -> Verdict:
     rule = winner.rule
     near = [m.rule for m in ranked]
+    culprits = culprits_for(winner, ranked)
+    facts = winner.facts + tuple(f for m in ranked if m is not winner and m.culprits == culprits != winner.culprits for f in m.facts)
     return Verdict(
         state=state, cause=rule.cause, confidence=rule.confidence, rule=rule.id, title=rule.title,
-        message=render(rule.message, winner.values, ctx, winner.culprits) if rule.message else None,
-        evidence=winner.facts[:MAX_FACTS], remedy=rule.remedy, ranks=winner.culprits,
+        message=render(rule.message, winner.values, ctx, culprits) if rule.message else None,
+        evidence=facts[:MAX_FACTS], remedy=rule.remedy, ranks=culprits,
         runners_up=_runners_up(ranked, winner), missing=missing_for(ctx, near),
         references=rule.references, **_common(ctx),
     )  # fmt: skip

@@ -222,15 +222,20 @@ def _exit_code(pid: int, state: str | None, proc_root: str) -> int | None:
     return code if code is not None else _child_exit_code(pid)
 
 
-def _stat_exit_code(pid: int, proc_root: str) -> int | None:
-    """Exit status of a zombie from /proc/PID/stat field 52 (Linux >= 3.5), as waitpid reports it."""
+def stat_fields(pid: int, proc_root: str = "/proc") -> list[str] | None:
+    """/proc/PID/stat after the comm field (state first); None when unreadable."""
     try:
         with open(f"{proc_root}/{pid}/stat", "rb") as fh:
-            stat = fh.read().decode("ascii", "replace")
+            stat = fh.read().decode("utf-8", "replace")
     except OSError:
         return None
-    fields = stat.rsplit(")", 1)[-1].split()  # the comm field may hold spaces and parentheses
-    if len(fields) < 50:
+    return stat.rsplit(")", 1)[-1].split()  # the comm field may hold spaces and parentheses
+
+
+def _stat_exit_code(pid: int, proc_root: str) -> int | None:
+    """Exit status of a zombie from /proc/PID/stat field 52 (Linux >= 3.5), as waitpid reports it."""
+    fields = stat_fields(pid, proc_root)
+    if fields is None or len(fields) < 50:
         return None
     return _decode_wait_status(int(fields[49]))
 

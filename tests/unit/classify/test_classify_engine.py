@@ -169,3 +169,19 @@ def test_missing_lists_what_the_near_rules_wanted() -> None:
 
 def test_classify_is_pure_and_repeatable() -> None:
     assert classify(IN_DIST_INIT, RULES) == classify(IN_DIST_INIT, RULES)
+
+
+def test_a_log_line_naming_the_dead_rank_narrows_the_culprits() -> None:
+    # GIVEN the launcher took every rank down after TP1 died, and logged which one it was
+    dead = (
+        ProcessRecord(10, 1, "sglang::scheduler_TP0", "scheduler", "TP0", alive=False, exit_code=-9),
+        ProcessRecord(11, 1, "sglang::scheduler_TP1", "scheduler", "TP1", alive=False, exit_code=-9),
+    )
+    by_proc = rule("{proc.dead: true}", id="by-proc", cause="dead_rank", confidence=0.9, immediate="true")
+    by_log = rule("{log.matches: 'Rank (?P<tp>\\d+) scheduler died'}", id="by-log", cause="dead_rank", confidence=0.8)
+    evidence = _with(IN_DIST_INIT, procs=dead, log=logs("Rank 1 scheduler died during initialization (exit code: -9)."))
+    # WHEN classified
+    verdict = classify(evidence, [by_proc, by_log])
+    # THEN the winner is the process evidence, and the culprit is the rank the log names
+    assert (verdict.rule, verdict.ranks) == ("by-proc", ("TP1",))
+    assert any("Rank 1 scheduler died" in fact.text for fact in verdict.evidence)
