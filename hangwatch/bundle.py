@@ -293,7 +293,9 @@ def _process(item: Mapping[str, Any]) -> ProcessRecord:
     cmdline = item.get("cmdline")
     if isinstance(cmdline, list):  # psutil's cmdline() is a list
         cmdline = shlex.join(str(arg) for arg in cmdline)
-    values = dict(item, cmdline=str(cmdline or ""), role=str(item.get("role") or "other"))
+    wchan = item.get("wchan")
+    wchan = tuple(str(w) for w in wchan) if isinstance(wchan, list) else ()
+    values = dict(item, cmdline=str(cmdline or ""), role=str(item.get("role") or "other"), wchan=wchan)
     return _build(ProcessRecord, values)
 
 

@@ -105,6 +105,8 @@ class ProcessRecord:
     exit_code: int | None = None  # negative: killed by that signal
     cpu_time_s: float | None = None
     num_threads: int | None = None
+    # kernel functions its threads sleep in (/proc/PID/task/*/wchan): readable without ptrace
+    wchan: tuple[str, ...] = ()
     # rchar + read_bytes from /proc/PID/io: a monotonic "this process is reading" counter for
     # progress detection (weights via read() count in rchar, via mmap page faults in read_bytes)
     io_read_bytes: int | None = None

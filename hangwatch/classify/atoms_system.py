@@ -18,6 +18,7 @@ from hangwatch.classify.values import (
     parse_choice,
     parse_comparison,
     parse_names,
+    parse_regex,
     parse_value,
 )
 from hangwatch.errors import RuleError
@@ -46,6 +47,7 @@ class UtilArg:
 class ProcArg:
     roles: frozenset[str]
     states: frozenset[str] = frozenset()
+    wchan: re.Pattern[str] | None = None
 
 
 # ---------------------------------------------------------------- argument parsers
@@ -89,6 +91,15 @@ def _state_arg(raw: Any, site: Site) -> ProcArg:
     check_keys(raw, site, ("in", "roles"), required=("in",))
     states = parse_names(raw["in"], "in", site.value("in"), ("R", "S", "D", "Z", "T", "I"))
     return ProcArg(_roles(raw, site, frozenset(ROLES)), states)
+
+
+def _wchan_arg(raw: Any, site: Site) -> ProcArg:
+    if isinstance(raw, str):
+        raw = {"matches": raw}
+    if not isinstance(raw, dict):
+        raise RuleError(f"'{site.name}' needs a regex or {{matches: REGEX, roles: [..]}}", site.loc)
+    check_keys(raw, site, ("matches", "roles"), required=("matches",))
+    return ProcArg(_roles(raw, site, frozenset(ROLES)), wchan=parse_regex(raw["matches"], site.value("matches")))
 
 
 def _children_arg(raw: Any, site: Site) -> ProcArg:
@@ -187,6 +198,17 @@ def proc_state(arg: ProcArg, ctx: Context) -> AtomResult:
     return AtomResult(True, [_proc_fact(p, f"in state {p.state}") for p in found[:4]])
 
 
+def proc_wchan(arg: ProcArg, ctx: Context) -> AtomResult:
+    assert arg.wchan is not None
+    found = [
+        (p, hits) for p in ctx.evidence.procs
+        if p.alive and p.role in arg.roles and (hits := [w for w in p.wchan if arg.wchan.search(w)])
+    ]
+    if not found:
+        return NO
+    return AtomResult(True, [_proc_fact(p, f"has threads asleep in the kernel in {', '.join(hits)}") for p, hits in found[:4]])
+
+
 def proc_children(arg: ProcArg, ctx: Context) -> AtomResult:
     found = [p for p in ctx.evidence.procs if p.alive and p.role in arg.roles]
     if not found:
@@ -238,6 +260,7 @@ ATOMS = {
     "gpu.memory": gpu_memory,
     "proc.dead": proc_dead,
     "proc.state": proc_state,
+    "proc.wchan": proc_wchan,
     "proc.children": proc_children,
     "proc.threads": proc_threads,
     "port.listening": port_listening,
@@ -252,6 +275,7 @@ ARGS = {
     "gpu.memory": _trend_arg,
     "proc.dead": _dead_arg,
     "proc.state": _state_arg,
+    "proc.wchan": _wchan_arg,
     "proc.children": _children_arg,
     "proc.threads": _value_spec,
     "port.listening": parse_bool,

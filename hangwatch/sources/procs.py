@@ -177,6 +177,7 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRe
             num_threads=_field(proc.num_threads),
             io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root),
             create_time=_field(proc.create_time),
+            wchan=read_wchan(proc.pid, proc_root=proc_root) if alive else (),
         )
 
 
@@ -220,6 +221,28 @@ def read_io_bytes(pid: int, *, proc_root: str = "/proc") -> int | None:
 def _exit_code(pid: int, state: str | None, proc_root: str) -> int | None:
     code = _stat_exit_code(pid, proc_root) if state == "Z" else None
     return code if code is not None else _child_exit_code(pid)
+
+
+MAX_WCHAN_THREADS = 256
+
+
+def read_wchan(pid: int, *, proc_root: str = "/proc") -> tuple[str, ...]:
+    """The distinct kernel wait channels of a process's threads (`pipe_read`, `wait_for_partner`,
+    `nfs_wait_bit_killable`, ...), sorted; () when unreadable. Costs one small read per thread."""
+    try:
+        tids = os.listdir(f"{proc_root}/{pid}/task")[:MAX_WCHAN_THREADS]
+    except OSError:
+        return ()
+    found: set[str] = set()
+    for tid in tids:
+        try:
+            with open(f"{proc_root}/{pid}/task/{tid}/wchan", "rb") as fh:
+                name = fh.read(128).decode("ascii", "replace").strip()
+        except OSError:
+            continue
+        if name and name != "0":
+            found.add(name)
+    return tuple(sorted(found))
 
 
 def stat_fields(pid: int, proc_root: str = "/proc") -> list[str] | None:

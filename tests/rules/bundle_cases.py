@@ -316,6 +316,10 @@ case("weight-load-no-progress", "quiet", "loader-reading", meta=meta(tp=1, since
 case("weight-load-frozen-open", "fires", "worker-thread-in-open", meta=meta(tp=1, since_last_progress_s=420.0),
      cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
      stacks={"TP0": rank_stack(0, OPEN_MAIN, tp=1, extra=(LOADER_WORKER_OPEN,))})
+case("weight-load-frozen-open", "fires", "loader-thread-waits-for-fifo-writer", meta=meta(tp=1, since_last_progress_s=30.0),
+     cmdline="python3 -m sglang.launch_server --model-path /mnt/models/Qwen3-8B", log=sg_log("load_begin", tp=1),
+     stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))},
+     procs=[{**p, "wchan": ["do_select", "wait_for_partner"]} if p["role"] == "scheduler" else p for p in procs(1)])
 case("weight-load-frozen-open", "quiet", "reading-tensors-running", meta=meta(tp=1), cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
      log=sg_log("load_begin", tp=1), stacks={"TP0": rank_stack(0, LOADER_MAIN, tp=1, extra=(LOADER_WORKER,))}, procs=procs(1, states={"scheduler": "R"}))
 

@@ -152,3 +152,25 @@ def test_read_io_bytes_sums_rchar_and_read_bytes(tmp_path) -> None:
     assert read_io_bytes(43, proc_root=str(tmp_path)) is None  # unreadable -> None, never an error
     (tmp_path / "42" / "io").write_text("garbage")
     assert read_io_bytes(42, proc_root=str(tmp_path)) is None
+
+
+def test_wchan_names_where_a_thread_sleeps_in_the_kernel(tmp_path) -> None:
+    # GIVEN a real process blocked opening a FIFO that nobody writes (a hung filesystem, in small)
+    import subprocess, sys, time
+
+    from hangwatch.sources.procs import read_wchan
+
+    fifo = tmp_path / "weights.safetensors"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen([sys.executable, "-c", f"open({str(fifo)!r}, 'rb')"])
+    try:
+        # WHEN its threads' wait channels are read (no ptrace)
+        deadline = time.monotonic() + 10
+        while "wait_for_partner" not in read_wchan(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        # THEN the kernel says it waits for the FIFO's other end
+        assert "wait_for_partner" in read_wchan(proc.pid)
+    finally:
+        proc.kill()
+        proc.wait(timeout=10)
+    assert read_wchan(proc.pid) == ()
