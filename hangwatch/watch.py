@@ -54,7 +54,7 @@ class WatchConfig:
     # Live, a rule that is not `immediate` decides "stalled" only after nothing has moved this
     # long, even without its own `for:`: at the first tick of a healthy start every rank is
     # "inside" some phase and its stack in some wait. A bundle (quiet time unknown) is unaffected.
-    min_hold_s: float = 5.0
+    min_hold_s: float = 3.0
 
 
 class Watcher:
