@@ -100,10 +100,11 @@ def test_lab_killed_rank_in_the_watched_tree_is_named(lab: Any) -> None:
     # GIVEN one node with --tp 2 whose scheduler TP1 is SIGKILLed while loading
     header = lab("rank-killed-one-node")
     verdict = _attach(header["pid"], "stalled,crashed")[-1]
-    # THEN the dead rank is the cause and TP1 the culprit (stalled while the launcher waits,
-    # crashed once SGLang's launcher notices and takes the server down)
+    # THEN the dead rank is the cause and TP1 among the culprits: on CPU, TP0 fails on the reset
+    # gloo socket and SGLang takes the whole tree down within half a second (less than a tick), so
+    # TP0 may be named too; with NCCL the survivor waits (tests/fixtures/gpu/dead-rank)
     assert verdict["state"] in ("stalled", "crashed"), json.dumps(verdict, indent=1)[:3000]
-    assert (verdict["cause"], verdict["ranks"]) == ("dead_rank", ["TP1"]), json.dumps(verdict, indent=1)[:3000]
+    assert verdict["cause"] == "dead_rank" and "TP1" in verdict["ranks"], json.dumps(verdict, indent=1)[:3000]
 
 
 def test_lab_late_node_is_a_stall_that_resolves(lab: Any) -> None:
