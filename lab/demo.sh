@@ -19,9 +19,10 @@ LAB_PY="$(bash lab/install.sh)"
 
 say "starting lab scenario '$SCENARIO' (lab/README.md says what really happens in it)"
 EVENTS="$(mktemp)"
-"$LAB_PY" lab/run.py "$SCENARIO" --hold 600 >"$EVENTS" &
+# its own session: the lab kills its whole process group when it stops
+setsid "$LAB_PY" lab/run.py "$SCENARIO" --hold 600 >"$EVENTS" &
 RUNNER=$!
-trap 'kill "$RUNNER" 2>/dev/null; wait "$RUNNER" 2>/dev/null; rm -f "$EVENTS"' EXIT
+trap 'kill "$RUNNER" 2>/dev/null; wait "$RUNNER" 2>/dev/null || true; rm -f "$EVENTS"' EXIT
 for _ in $(seq 100); do [[ -s "$EVENTS" ]] && break; sleep 0.2; done
 PID="$(head -n1 "$EVENTS" | "$LAB_PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["pid"])')"
 LOG="$(head -n1 "$EVENTS" | "$LAB_PY" -c 'import json,sys; print(json.loads(sys.stdin.readline())["log"])')"

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -26,7 +27,8 @@ class Spawner:
 
     def start(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
-        proc = subprocess.Popen(list(argv), **kwargs)
+        # its own session: stop() kills the whole group, grandchildren (a shell's children) too
+        proc = subprocess.Popen(list(argv), start_new_session=True, **kwargs)
         self.procs.append(proc)
         return proc
 
@@ -43,6 +45,8 @@ class Spawner:
         for pid, title in self.titled.items():
             _kill_titled(pid, title)
         for proc in self.procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             if proc.poll() is None:
                 proc.kill()
             try:
