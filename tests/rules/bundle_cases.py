@@ -830,3 +830,34 @@ case("jit-compile-config-prior", "fires", "flashinfer-attention-on-hopper", meta
      env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"))
 case("jit-compile-config-prior", "quiet", "flashinfer-attention-on-sm120", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen3-8B",
      env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"))
+
+# =================================================================== blind-probe fixes (2026-11-30)
+
+# an SM12x FlashInfer JIT that still has compilers alive is slow, not failed (jit_compile_slow)
+case("flashinfer-sm120-selected", "quiet", "vllm-fp4-jit-compilers-alive", meta=meta("vllm", tp=1, **R5090), cmdline="vllm serve /models/Qwen3-8B",
+     env=env(VLLM_ATTENTION_BACKEND="FLASHINFER"), log=v_log("load_end", tp=1, compile=False, backend="FlashInfer"),
+     procs=procs(1, engine="vllm", compilers=2))
+case("flashinfer-sm120-sglang-default", "quiet", "default-flashinfer-compilers-alive", meta=meta(tp=1, **PRO6K),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B",
+     log=sg_log("kv", tp=1, backend_line="Attention backend not specified. Use flashinfer backend by default."), procs=procs(1, compilers=1))
+
+# two ranks: no strict-minority outlier, but one waits in a per-tactic collective the other never enters
+case("autotune-ranks-differ", "fires", "tp2-one-profiling-one-syncing", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=2), cmdline=SG2,
+     log=sg_log("capture_begin", tp=2), stacks=stacks_all(2, lambda i: at_rank(3 if i == 0 else 0)))
+case("autotune-ranks-differ", "quiet", "tp2-both-profiling", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=2), cmdline=SG2,
+     log=sg_log("capture_begin", tp=2), stacks=stacks_all(2, lambda i: at_rank(3)))
+case("autotune-ranks-differ", "quiet", "tp2-both-syncing", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=2), cmdline=SG2,
+     log=sg_log("capture_begin", tp=2), stacks=stacks_all(2, lambda i: at_rank(0)))
+case("autotune-ranks-differ", "quiet", "single-rank-profiling", meta=meta(gpu="NVIDIA B200", cc="10.0", tp=1),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B", log=sg_log("capture_begin", tp=1),
+     stacks={"TP0": rank_stack(0, at_rank(3), tp=1)})
+
+# OMP_NUM_THREADS set to a per-host value, times the ranks
+case("cpu-omp-threads-times-ranks", "fires", "vllm-omp-224-tp8", meta=meta("vllm", tp=8), cmdline="vllm serve /models/Qwen3-235B-A22B --tensor-parallel-size 8",
+     env=env(OMP_NUM_THREADS="224"), log=v_log("load_begin", tp=8))
+case("cpu-omp-threads-times-ranks", "quiet", "omp-per-rank-small", meta=meta("vllm", tp=8), cmdline="vllm serve /models/Qwen3-235B-A22B --tensor-parallel-size 8",
+     env=env(OMP_NUM_THREADS="8"), log=v_log("load_begin", tp=8))
+case("cpu-omp-threads-times-ranks", "quiet", "single-rank", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B",
+     env=env(OMP_NUM_THREADS="64"), log=v_log("load_begin", tp=1))
+case("cpu-omp-threads-times-ranks", "quiet", "already-up", meta=meta("vllm", tp=8), cmdline="vllm serve /models/Qwen3-235B-A22B --tensor-parallel-size 8",
+     env=env(OMP_NUM_THREADS="224"), log=v_log("ready", tp=8))
