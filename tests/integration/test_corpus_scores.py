@@ -1,0 +1,66 @@
+"""Corpus scores must not fall below what was reached (README, "Accuracy").
+
+- the dev corpus (../shared/corpus/dev): real public reports;
+- tests/probe_corpus: report-shaped bundles written from the mechanisms, with `healthy-*` live
+  cases that must not be called stalled (`python tests/probe_corpus/make_probes.py`);
+- tests/probe_corpus_blind: written from CAUSES.md and the references without reading the rules,
+  scored before any fix at 82 % cause / 80 % state (`python tests/probe_corpus_blind/make_blind.py`).
+
+Floors were reached on 2026-11-30; raise them when the rules get better, never lower them.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
+PROBES = ROOT / "tests" / "probe_corpus"
+BLIND = ROOT / "tests" / "probe_corpus_blind"
+
+# corpus -> (at least this many cases, cause floor, state floor)
+FLOORS = {
+    DEV: (28, 0.82, 0.96),
+    PROBES: (100, 0.99, 0.99),
+    BLIND: (40, 1.0, 0.925),
+}
+
+
+@functools.cache
+def score(corpus: Path) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-c", "from hangwatch.cli import main; main()", "eval", str(corpus), "--json"],
+        capture_output=True, text=True, timeout=300, check=True,
+    )
+    return json.loads(out.stdout)
+
+
+@pytest.mark.parametrize("corpus", list(FLOORS), ids=["dev", "probe", "blind"])
+def test_score_does_not_fall(corpus: Path) -> None:
+    if not corpus.is_dir():
+        pytest.skip(f"no corpus at {corpus} (set HANGWATCH_CORPUS)")
+    cases, cause_floor, state_floor = FLOORS[corpus]
+    summary = score(corpus)
+    assert summary["cases"] >= cases, summary["cases"]
+    assert summary["cause_accuracy"] >= cause_floor - 1e-9, summary["confusions"]
+    assert summary["state_accuracy"] >= state_floor - 1e-9, summary["state_accuracy"]
+
+
+@pytest.mark.skipif(not DEV.is_dir(), reason=f"no corpus at {DEV} (set HANGWATCH_CORPUS)")
+def test_dev_bundles_with_a_log_or_stacks_are_all_right() -> None:
+    tiers = score(DEV)["by_tier"]
+    rich = [tiers[t] for t in ("log", "stacks", "log+stacks") if t in tiers]
+    assert sum(t["correct"] for t in rich) == sum(t["cases"] for t in rich), score(DEV)["confusions"]
+
+
+def test_healthy_live_starts_are_not_called_stalled() -> None:
+    healthy = [r for r in score(PROBES)["results"] if Path(r["bundle"]).name.startswith("healthy-")]
+    assert healthy
+    assert [(Path(r["bundle"]).name, r["state"], r["cause"]) for r in healthy if r["state"] == "stalled" or r["cause"]] == []
