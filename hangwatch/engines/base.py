@@ -11,6 +11,7 @@ the fact in `detail`, so a rank's position is never pulled ahead of where it rea
 
 from __future__ import annotations
 
+import abc
 import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping, Sequence
@@ -142,7 +143,7 @@ def common_role(cmdline: str) -> tuple[str, str | None] | None:
 # ---------------------------------------------------------------- the engine
 
 
-class Engine:
+class Engine(abc.ABC):
     """Knowledge of one server. Subclasses fill the tables and the role hook."""
 
     name: str = ""
@@ -172,8 +173,9 @@ class Engine:
         cmdline = clean_cmdline(cmdline)
         return self._role(cmdline) or common_role(cmdline)
 
+    @abc.abstractmethod
     def _role(self, cmdline: str) -> tuple[str, str | None] | None:
-        raise NotImplementedError
+        """The engine's own titles and launcher command lines; None for anything else."""
 
     def owns_cmdline(self, cmdline: str) -> bool:
         """True when the command line is one of this engine's own processes (not a compiler)."""
