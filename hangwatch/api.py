@@ -28,7 +28,7 @@ from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
 from hangwatch.metrics import _VERSION, make_registry
 from hangwatch.model import Verdict
-from hangwatch.store import HistoryStore
+from hangwatch.store import AlertRecord, HistoryStore, Transition
 from hangwatch.view import WatchView, redact_string, redacted, redacted_verdict
 
 __all__ = ["ServeError", "ServerHandle", "create_app", "serve_in_thread", "is_loopback"]
@@ -107,32 +107,11 @@ class TimelineModel(BaseModel):
     ranks: dict[str, list[PhaseSpanModel]]
 
 
-class TransitionModel(BaseModel):
-    id: int
-    at: float
-    server: str
-    state: str
-    prev_state: str | None
-    cause: str | None
-    rule: str | None
-    phase: str | None
-    episode_id: str | None
-
-
-class AlertRecordModel(BaseModel):
-    at: float
-    episode_id: str
-    sink: str
-    kind: str
-    status: str
-    attempts: int
-    detail: str | None
-
-
 class HistoryModel(BaseModel):
     enabled: bool  # False when the daemon runs without a history store
-    transitions: list[TransitionModel]
-    alerts: list[AlertRecordModel]
+    # the store's own records: pydantic builds their schemas from the dataclasses
+    transitions: list[Transition]
+    alerts: list[AlertRecord]
 
 
 class ErrorModel(BaseModel):
