@@ -37,7 +37,7 @@ def serve() -> None:
     sys.path.insert(0, str(ROOT / "tests" / "unit" / "serve"))
     from serve_fixtures import make_verdict, make_view  # the same hand-built verdict the tests use
 
-    from hangwatch.api import create_app, serve_in_thread
+    from hangwatch.sinks.api import create_app, serve_in_thread
 
     view = make_view(make_verdict())
     handle = serve_in_thread(create_app(view, rate=None), "127.0.0.1", 0)

@@ -34,8 +34,8 @@ SLEEPER = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.liste
 
 
 def snapshot_of_eight(tmp: Path) -> None:
-    from hangwatch.sources.stacks import dump_many
-    from hangwatch.watchsources import find_pyspy
+    from hangwatch.sources.pyspy import dump_many
+    from hangwatch.watch.gather import find_pyspy
 
     procs = Procs()
     try:
@@ -131,7 +131,7 @@ def big_log_first_verdict(tmp: Path) -> None:
 
 def _in_process_first_tick(pid: int, big: Path) -> None:
     from hangwatch.classify import load_rules
-    from hangwatch.discover import discover
+    from hangwatch.sources.discover import discover
     from hangwatch.watch import WatchConfig, Watcher
 
     rules = load_rules()

@@ -1,5 +1,5 @@
 """`python -m hangwatch ...`: the same as the `hangwatch` command."""
 
-from hangwatch.cli import main
+from hangwatch.cli.app import main
 
 main()

@@ -7,8 +7,10 @@ shared/BUNDLE.md so that a live snapshot and a bundle on disk are the same thing
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
 
 
 class State(str, enum.Enum):
@@ -301,3 +303,28 @@ class Verdict:
             "engine": self.engine,
             "references": list(self.references),
         }
+
+
+# ---------------------------------------------------------------- ranks
+
+# Parallelism rank tags as the engines print them in titles and log prefixes, in canonical order.
+_RANK_ORDER = {tag: i for i, tag in enumerate(("DP", "PP", "PCP", "ATTN_CP", "MOE_DP", "TP", "DCP", "EP"))}
+_RANK_TAG = re.compile(r"(?<![A-Za-z])(ATTN_CP|MOE_DP|PCP|DCP|DP|PP|TP|EP)(\d+)")
+
+
+def normalise_rank(tags: Iterable[str]) -> str | None:
+    """`["TP3", "DP0"]` -> `"DP0_TP3"`: canonical order, joined by `_`; None when empty."""
+    parsed = []
+    for tag in tags:
+        m = _RANK_TAG.fullmatch(tag)
+        if m:
+            parsed.append((_RANK_ORDER[m[1]], tag))
+    if not parsed:
+        return None
+    return "_".join(tag for _, tag in sorted(parsed))
+
+
+@lru_cache(maxsize=1024)
+def rank_from_name(name: str) -> str | None:
+    """Rank tags inside a process name or title: `Worker_DP0_TP3` -> `"DP0_TP3"`, `EngineCore` -> None."""
+    return normalise_rank(m.group(0) for m in _RANK_TAG.finditer(name))

@@ -4,6 +4,11 @@
     redact_env_text(text) -> str      the same redaction on `KEY=VALUE` lines, keeping every line
     redact_cmdline(cmdline) -> str    `--api-key X` / `--hf-token=X` values redacted
     redact_url(url) -> str            userinfo and token query parameters removed
+    redact_string(text) -> str        all of the above anywhere in free text (log lines, messages)
+    redacted(value) / redacted_verdict(verdict)   JSON-able copies with every string redacted
+
+This module is the one redaction boundary: every output (bundles, API, alerts, history, terminal)
+passes what it publishes through it.
 
 A bundle is meant to be attached to a public bug report, so anything that looks like a secret is
 replaced by `<redacted>`, and credentials inside URLs (`http_proxy=http://user:pw@proxy:3128`) are
@@ -13,10 +18,15 @@ cut out, whatever the variable is called.
 from __future__ import annotations
 
 import re
-from typing import Mapping
+from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-__all__ = ["REDACTED", "filter_env", "is_secret_name", "redact_cmdline", "redact_env_text", "redact_text", "redact_url", "redact_value"]
+from hangwatch.model import Verdict
+
+__all__ = [
+    "REDACTED", "filter_env", "is_secret_name", "redact_cmdline", "redact_env_text", "redact_string", "redact_text",
+    "redact_url", "redact_value", "redacted", "redacted_verdict",
+]  # fmt: skip
 
 REDACTED = "<redacted>"
 
@@ -108,3 +118,32 @@ def redact_cmdline(cmdline: str) -> str:
     """`--api-key sk-1 --tp 2` -> `--api-key <redacted> --tp 2`; URLs lose their credentials."""
     redacted = _SECRET_FLAG.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", cmdline)
     return redact_urls(redacted)
+
+
+# redact_env_text looks at `KEY=VALUE` at the start of a line; verdict messages quote log lines
+# mid-sentence ("... HF_TOKEN=hf_x"), and headers may be quoted too ("Authorization: Bearer x").
+_INLINE_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
+_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+
+
+def redact_string(text: str) -> str:
+    """`KEY=VALUE` (anywhere), secret flags (`--api-key X`), bearer tokens and URL credentials masked."""
+    text = redact_cmdline(redact_env_text(text))
+    text = _INLINE_ASSIGN.sub(lambda m: f"{m['name']}={REDACTED}" if is_secret_name(m["name"]) else m[0], text)
+    return _BEARER.sub(lambda m: f"{m[1]}{REDACTED}", text)
+
+
+def redacted(value: Any) -> Any:
+    """A copy of JSON-able `value` with secrets masked in every string (keys included)."""
+    if isinstance(value, str):
+        return redact_string(value)
+    if isinstance(value, Mapping):
+        return {redacted(k) if isinstance(k, str) else k: redacted(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redacted(v) for v in value]
+    return value
+
+
+def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
+    """`Verdict.to_dict()` with secrets masked: what every sink publishes."""
+    return redacted(verdict.to_dict())

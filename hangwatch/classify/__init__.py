@@ -1,9 +1,15 @@
 """Rules (load, validate, match) and the pure classifier: `classify(evidence, rules) -> Verdict`."""
 
 from hangwatch.classify.causes import CAUSES
+from hangwatch.classify.classifier import (
+    DEFAULT_BUDGETS,
+    Match,
+    classify,
+    match_rule,
+    rank_matches,
+)
 from hangwatch.classify.conditions import AtomResult
 from hangwatch.classify.context import Context
-from hangwatch.classify.engine import DEFAULT_BUDGETS, Match, classify, match_rule, rank_matches
 from hangwatch.classify.loader import RULES_DIR, load_rules
 from hangwatch.classify.rule import Rule
 

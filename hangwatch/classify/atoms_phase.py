@@ -5,7 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from hangwatch.classify.conditions import AtomResult
-from hangwatch.classify.context import MAIN, Context, Position, label_order, position_key
+from hangwatch.classify.context import (
+    MAIN,
+    Context,
+    Position,
+    label_order,
+    position_key,
+)
 from hangwatch.classify.facts import NO, clip
 from hangwatch.classify.values import Site, check_keys, parse_bool, parse_choice
 from hangwatch.errors import RuleError

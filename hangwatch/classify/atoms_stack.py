@@ -9,10 +9,18 @@ from typing import Any, Callable
 from hangwatch.classify.conditions import AtomResult
 from hangwatch.classify.context import RANK_ROLES, Context, label_order
 from hangwatch.classify.facts import NO, QUANTIFIERS, ranks_text
-from hangwatch.classify.values import Site, check_keys, parse_bool, parse_choice, parse_count, parse_names, parse_regex
+from hangwatch.classify.values import (
+    Site,
+    check_keys,
+    parse_bool,
+    parse_choice,
+    parse_count,
+    parse_names,
+    parse_regex,
+)
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Frame, Origin, ProcessStack, Source, ThreadStack
-from hangwatch.stacks import stack_signature
+from hangwatch.parse.stacks import stack_signature
 
 ORIGINS = tuple(origin.value for origin in Origin)
 _FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits")

@@ -13,7 +13,16 @@ from typing import Any, Mapping
 
 from hangwatch.classify import logscan
 from hangwatch.engines import MAIN, get_engine, rank_positions, ready_seen
-from hangwatch.model import Evidence, GpuSample, LogLine, Phase, PhaseEvent, ProcessRecord, ProcessStack, Source
+from hangwatch.model import (
+    Evidence,
+    GpuSample,
+    LogLine,
+    Phase,
+    PhaseEvent,
+    ProcessRecord,
+    ProcessStack,
+    Source,
+)
 
 RANK_ROLES = frozenset({"scheduler", "worker", "engine_core"})
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}

@@ -19,7 +19,13 @@ from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
 from hangwatch.classify.rule import DEFAULT_CONFIDENCE, Rule
 from hangwatch.classify.template import check_template
-from hangwatch.classify.values import Site, parse_bool, parse_choice, parse_duration, parse_names
+from hangwatch.classify.values import (
+    Site,
+    parse_bool,
+    parse_choice,
+    parse_duration,
+    parse_names,
+)
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
 

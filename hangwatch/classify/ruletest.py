@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Sequence
 
+from hangwatch.classify.classifier import match_rule
 from hangwatch.classify.context import Context
-from hangwatch.classify.engine import match_rule
 from hangwatch.classify.rule import Rule
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence

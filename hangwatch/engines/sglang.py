@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 
 from hangwatch.engines.base import Engine, Marker, bar, marker
-from hangwatch.logs import rank_from_name
-from hangwatch.model import Phase
+from hangwatch.model import Phase, rank_from_name
 
 _GRAPH = r"(?:piecewise )?(?:cuda|CUDA|cpu|CPU|npu|NPU|xpu|XPU) graph"
 _CAPTURE_NAME = rf"^Capture (?:(?:target|draft) (?:prefill|decode|verify) )?{_GRAPH}"

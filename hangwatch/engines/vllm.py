@@ -14,8 +14,7 @@ import re
 from dataclasses import replace
 
 from hangwatch.engines.base import Engine, Marker, bar, marker
-from hangwatch.logs import rank_from_name
-from hangwatch.model import Phase, PhaseEvent
+from hangwatch.model import Phase, PhaseEvent, rank_from_name
 
 MARKERS: tuple[Marker, ...] = (
     marker(Phase.LAUNCH, "LLM engine", r"Initializing an? (?:V1 )?LLM engine \(v?(?P<vllm_version>[^)\s]+)\)"),

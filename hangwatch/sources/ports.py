@@ -11,7 +11,6 @@ silent; only when both fail is the source unavailable.
 from __future__ import annotations
 
 import os
-import re
 import socket
 import struct
 import subprocess
@@ -19,12 +18,12 @@ from typing import Iterable, Sequence
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import ListeningSocket
+from hangwatch.parse.ss import parse_ss
 
 __all__ = ["parse_ss", "port_owner", "read_listening"]
 
 _HEADER = "State  Recv-Q Send-Q Local Address:Port Peer Address:Port Process"
 _LISTEN = "0A"  # TCP_LISTEN in include/net/tcp_states.h, as /proc/net/tcp prints it
-_USER = re.compile(r'\("(?P<name>(?:[^"\\]|\\.)*)",pid=(?P<pid>\d+)')
 _MAX_FD_LINKS = 200_000  # bound on the /proc/*/fd scan: a big node has many processes and fds
 _HINT = "install iproute2 (ss), or run where /proc/net/tcp is readable"
 
@@ -66,30 +65,6 @@ def _run_ss(ss: str, timeout_s: float) -> str | None:
     if done.returncode != 0:
         return None
     return done.stdout.decode("utf-8", "replace")
-
-
-def parse_ss(text: str) -> list[ListeningSocket]:
-    """Parse `ss -tlnp` / `ss -tlnpH` output (the header line is optional)."""
-    sockets = []
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) < 5 or fields[0] == "State":
-            continue
-        host, port = _split_address(fields[3])
-        if port is None:
-            continue
-        user = _USER.search(line)
-        pid = int(user["pid"]) if user else None
-        sockets.append(ListeningSocket(host=host, port=port, pid=pid, process=user["name"] if user else None))
-    return sockets
-
-
-def _split_address(text: str) -> tuple[str, int | None]:
-    host, _, port = text.rpartition(":")
-    host = host.strip("[]").split("%", 1)[0]  # "[::1]" -> "::1"; "127.0.0.53%lo" -> "127.0.0.53"
-    if host == "*":
-        host = "::"  # ss prints a dual-stack wildcard as "*"
-    return host, int(port) if port.isdigit() else None
 
 
 # ---------------------------------------------------------------- /proc/net/tcp fallback

@@ -36,7 +36,7 @@ FLOORS = {
 @functools.cache
 def score(corpus: Path) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", "from hangwatch.cli import main; main()", "eval", str(corpus), "--json"],
+        [sys.executable, "-c", "from hangwatch.cli.app import main; main()", "eval", str(corpus), "--json"],
         capture_output=True, text=True, timeout=300, check=True,
     )
     return json.loads(out.stdout)

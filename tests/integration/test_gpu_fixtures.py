@@ -24,7 +24,7 @@ _SOURCE_DETAIL = re.compile(r"\((?P<label>[^()]+)\)$")  # `stacks/TP1.3.json (TP
 
 def _diagnose(bundle: Path) -> dict:
     out = subprocess.run(
-        [sys.executable, "-c", "from hangwatch.cli import main; main()", "diagnose", str(bundle), "--json"],
+        [sys.executable, "-c", "from hangwatch.cli.app import main; main()", "diagnose", str(bundle), "--json"],
         capture_output=True, text=True, timeout=120, cwd=ROOT,
     )
     assert out.returncode in (0, 1), out.stderr

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-
 from livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]

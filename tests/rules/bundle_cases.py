@@ -256,7 +256,7 @@ case("collective-hang-outlier", "quiet", "all-ranks-alike", meta=meta(tp=4), cmd
 
 # =================================================================== vllm.yaml
 
-SHM = [v_line(f"No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", "shm_broadcast.py:466", when=f"11-29 23:{12+k:02d}:00") for k in range(3)]
+SHM = [v_line("No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", "shm_broadcast.py:466", when=f"11-29 23:{12+k:02d}:00") for k in range(3)]
 case("vllm-shm-broadcast-multigpu", "fires", "tp4-silent-workers", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=V4,
      log=v_log("load_end", tp=4, extra=SHM))
 case("vllm-shm-broadcast-multigpu", "quiet", "custom-ar-already-off", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4),
@@ -424,7 +424,7 @@ case("jit-lock-wait", "quiet", "lock-but-compiler-running", meta=meta(gpu="NVIDI
      log=sg_log("capture_begin", tp=1), stacks={"TP0": rank_stack(0, FI_LOCK, tp=1)}, procs=procs(1, compilers=1))
 
 case("jit-lock-log", "fires", "filelock-debug", meta=meta(tp=1), env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"),
-     log=sg_log("capture_begin", tp=1, extra=[f"Lock 139822 not acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock, waiting 0.05 seconds ..." for _ in range(3)]))
+     log=sg_log("capture_begin", tp=1, extra=["Lock 139822 not acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock, waiting 0.05 seconds ..." for _ in range(3)]))
 case("jit-lock-log", "quiet", "lock-acquired-released", meta=meta(tp=1), env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"),
      log=sg_log("capture_begin", tp=1, extra=["Lock 139822 acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock",
                                                "Lock 139822 released on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock"]))

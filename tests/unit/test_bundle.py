@@ -9,8 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch import bundle
-from hangwatch.bundle import bundle_tarball_bytes, evidence_from_files, read_bundle, read_bundle_files, write_bundle
+from hangwatch.bundle import archive as bundle_archive
+from hangwatch.bundle import (
+    bundle_tarball_bytes,
+    evidence_from_files,
+    read_bundle,
+    read_bundle_files,
+    write_bundle,
+)
 from hangwatch.errors import BundleError
 from hangwatch.model import GpuProcess, ListeningSocket, Missing, Phase, Source
 
@@ -234,7 +240,7 @@ def test_directory_link_outside_refused(tmp_path: Path) -> None:
 
 
 def test_size_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(bundle, "MAX_BUNDLE_BYTES", 2 * 2**20)
+    monkeypatch.setattr(bundle_archive, "MAX_BUNDLE_BYTES", 2 * 2**20)
     archive = make_tar(tmp_path / "big.tar.gz", [regular("b/meta.json", META), regular("b/server.log", b"x" * 3 * 2**20)])
     with pytest.raises(BundleError, match=r"larger than 2 MiB \(at b/server.log\): not a bundle"):
         read_bundle(archive)

@@ -11,8 +11,8 @@ from typing import Iterator
 import pytest
 from liveprocs import FAKE_SERVERS, Spawner, start_fake_server, wait_json, wait_until
 
-from hangwatch.discover import Server, discover, log_path, read_cmdline
 from hangwatch.errors import TargetError
+from hangwatch.sources.discover import Server, discover, log_path, read_cmdline
 
 
 @pytest.fixture

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from hangwatch.engines import MAIN, get_engine, guess_engine, rank_positions, ready_seen
-from hangwatch.logs import read_log_lines
 from hangwatch.model import Phase, PhaseEvent
+from hangwatch.parse.logs import read_log_lines
 
 SGLANG = get_engine("sglang")
 VLLM = get_engine("vllm")

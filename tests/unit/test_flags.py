@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hangwatch.engines import get_engine
-from hangwatch.flags import parse_flags, server_port
+from hangwatch.parse.flags import parse_flags, server_port
 
 
 def test_sglang_corpus_line_with_boolean_and_alias():

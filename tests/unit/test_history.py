@@ -1,11 +1,11 @@
-"""Bounded buffers of the watch loop (hangwatch/history.py) and its timeline view."""
+"""Bounded buffers of the watch loop (hangwatch/watch/rings.py) and its timeline view."""
 
 from __future__ import annotations
 
-from hangwatch.capture import timeline_json
-from hangwatch.history import LogHistory, StackHistory, TimedPhase, Transitions
-from hangwatch.logs import read_log_lines
 from hangwatch.model import Phase, PhaseEvent, ProcessStack, Source, State, Verdict
+from hangwatch.parse.logs import read_log_lines
+from hangwatch.watch.capture import timeline_json
+from hangwatch.watch.rings import LogHistory, StackHistory, TimedPhase, Transitions
 
 
 def _log(**kwargs: int) -> LogHistory:

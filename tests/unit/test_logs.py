@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.logs import MAX_TEXT, normalise_rank, rank_from_name, read_log_lines
+from hangwatch.parse.logs import (
+    MAX_TEXT,
+    normalise_rank,
+    rank_from_name,
+    read_log_lines,
+)
 
 
 def one(raw: bytes):

@@ -1,16 +1,21 @@
-"""Progress detection over two snapshots (hangwatch/progress.py), and the ladder's decisions."""
+"""Progress detection over two snapshots (hangwatch/watch/progress.py), and the ladder's decisions."""
 
 from __future__ import annotations
 
-from hangwatch.ladder import LadderConfig, native_targets, needs_native, python_dump_due
 from hangwatch.model import Frame, ProcessRecord, ProcessStack, Source, ThreadStack
-from hangwatch.progress import (
+from hangwatch.watch.ladder import (
+    LadderConfig,
+    native_targets,
+    needs_native,
+    python_dump_due,
+)
+from hangwatch.watch.progress import (
     ProcSample,
     Snapshot,
     StackMark,
     compiler_cpu,
-    progress_signals,
     proc_samples,
+    progress_signals,
     since_last_progress,
     stack_signature,
 )

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.redact import REDACTED, filter_env, is_secret_name, redact_cmdline, redact_env_text, redact_text, redact_url
+from hangwatch.redact import (
+    REDACTED,
+    filter_env,
+    is_secret_name,
+    redact_cmdline,
+    redact_env_text,
+    redact_text,
+    redact_url,
+)
 
 
 def test_filter_env_keeps_only_diagnosis_variables() -> None:

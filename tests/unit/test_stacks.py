@@ -1,4 +1,4 @@
-"""hangwatch.stacks: every stack format -> ProcessStack. Samples in tests/fixtures/stacks/ are real
+"""hangwatch.parse.stacks: every stack format -> ProcessStack. Samples in tests/fixtures/stacks/ are real
 output (see its README.md); a few short ones are inline, copied from shared/reference/."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
-from hangwatch.stacks import (
+from hangwatch.parse.stacks import (
     frame_origin,
     group_by_signature,
     label_and_sample,

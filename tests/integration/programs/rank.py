@@ -12,9 +12,8 @@ import socket
 import sys
 import time
 
-from setproctitle import setproctitle
-
 from _common import TP, die_with_parent, log
+from setproctitle import setproctitle
 
 
 def meet_peers(rank, store_port, world):

@@ -11,11 +11,11 @@ import time
 
 from serve_support import make_verdict
 
-from hangwatch.alerts import AlertDispatcher, RetryPolicy, WebhookSink
-from hangwatch.api import create_app, serve_in_thread
 from hangwatch.model import State
-from hangwatch.store import HistoryStore
-from hangwatch.view import StaticView
+from hangwatch.sinks.alerts import AlertDispatcher, RetryPolicy, WebhookSink
+from hangwatch.sinks.api import create_app, serve_in_thread
+from hangwatch.sinks.store import HistoryStore
+from hangwatch.watch.published import StaticView
 
 
 def main(db: str, url: str, state: str) -> None:

@@ -10,9 +10,9 @@ import httpx
 import pytest
 from serve_support import free_port, make_verdict, make_view
 
-from hangwatch.api import create_app, serve_in_thread
-from hangwatch.metrics import make_registry
 from hangwatch.model import State
+from hangwatch.sinks.api import create_app, serve_in_thread
+from hangwatch.sinks.metrics import make_registry
 
 DASHBOARDS = Path(__file__).parents[3] / "dashboards"
 PROMTOOL, PROMETHEUS, AMTOOL = (shutil.which(name) for name in ("promtool", "prometheus", "amtool"))

@@ -4,9 +4,15 @@ import time
 
 from serve_support import SECRET, Receiver, free_port, make_verdict
 
-from hangwatch.alerts import AlertDispatcher, RetryPolicy, SlackSink, WebhookSink, slack_client
 from hangwatch.model import State
-from hangwatch.store import HistoryStore
+from hangwatch.sinks.alerts import (
+    AlertDispatcher,
+    RetryPolicy,
+    SlackSink,
+    WebhookSink,
+    slack_client,
+)
+from hangwatch.sinks.store import HistoryStore
 
 FAST = RetryPolicy(attempts=4, base_s=0.1, cap_s=0.5)
 

@@ -7,8 +7,8 @@ import httpx
 import pytest
 from serve_support import SECRET, free_port, make_verdict, make_view
 
-from hangwatch.api import ServeError, create_app, serve_in_thread
 from hangwatch.model import State
+from hangwatch.sinks.api import ServeError, create_app, serve_in_thread
 
 
 @pytest.fixture

@@ -7,7 +7,17 @@ from hangwatch.classify.context import Context
 from hangwatch.classify.loader import compile_condition, load_text, parse_yaml, site_of
 from hangwatch.classify.rule import Rule
 from hangwatch.errors import RuleError, RuleLocation
-from hangwatch.model import Evidence, Frame, LogLine, Origin, PhaseEvent, Phase, ProcessStack, Source, ThreadStack
+from hangwatch.model import (
+    Evidence,
+    Frame,
+    LogLine,
+    Origin,
+    Phase,
+    PhaseEvent,
+    ProcessStack,
+    Source,
+    ThreadStack,
+)
 
 PATH = "<test>"
 

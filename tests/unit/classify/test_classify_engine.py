@@ -5,9 +5,18 @@ from __future__ import annotations
 from classify_builders import event, frame, logs, rule, stack
 
 from hangwatch.classify import classify, match_rule, rank_matches
+from hangwatch.classify.classifier import HOW_TO_COLLECT, Match
 from hangwatch.classify.context import Context
-from hangwatch.classify.engine import HOW_TO_COLLECT, Match
-from hangwatch.model import Evidence, Fact, Missing, Phase, ProcessRecord, RunnerUp, Source, State
+from hangwatch.model import (
+    Evidence,
+    Fact,
+    Missing,
+    Phase,
+    ProcessRecord,
+    RunnerUp,
+    Source,
+    State,
+)
 
 NCCL = rule(
     "{all: [{phase.at: dist_init}, {log.matches: 'Init torch distributed begin'}]}",

@@ -145,7 +145,7 @@ def test_durations(text: str, seconds: float) -> None:
 
 def test_duplicate_ids_in_one_text() -> None:
     text = "rules:\n" + "".join(
-        f"  - {{id: a, cause: unknown, title: t, severity: info, when: {{log.matches: x}}, remedy: r}}\n" for _ in range(2)
+        "  - {id: a, cause: unknown, title: t, severity: info, when: {log.matches: x}, remedy: r}\n" for _ in range(2)
     )
     with pytest.raises(RuleError) as caught:
         load_text(text, "x.yaml")

@@ -2,7 +2,7 @@ import pytest
 from serve_fixtures import make_verdict, make_view
 
 from hangwatch.model import Verdict
-from hangwatch.view import StaticView
+from hangwatch.watch.published import StaticView
 
 
 @pytest.fixture

@@ -4,8 +4,17 @@ A uniquely named module (not conftest) so that tests import it unambiguously."""
 
 from __future__ import annotations
 
-from hangwatch.model import Fact, GpuInfo, GpuSample, Missing, Phase, Source, State, Verdict
-from hangwatch.view import StaticView
+from hangwatch.model import (
+    Fact,
+    GpuInfo,
+    GpuSample,
+    Missing,
+    Phase,
+    Source,
+    State,
+    Verdict,
+)
+from hangwatch.watch.published import StaticView
 
 SECRET = "hf_SECRETSECRET123"
 

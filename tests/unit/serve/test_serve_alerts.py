@@ -4,10 +4,17 @@ import time
 import pytest
 from serve_fixtures import SECRET, make_verdict
 
-from hangwatch.alerts import Alert, AlertDispatcher, DeliveryError, RetryPolicy, _check, slack_message
 from hangwatch.model import Fact, Source, State
-from hangwatch.store import HistoryStore
-from hangwatch.view import redacted_verdict
+from hangwatch.redact import redacted_verdict
+from hangwatch.sinks.alerts import (
+    Alert,
+    AlertDispatcher,
+    DeliveryError,
+    RetryPolicy,
+    _check,
+    slack_message,
+)
+from hangwatch.sinks.store import HistoryStore
 
 
 class RecordingSink:

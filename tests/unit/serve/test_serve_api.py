@@ -3,13 +3,13 @@ import json
 import tarfile
 
 import pytest
-from serve_fixtures import SECRET, make_verdict, make_view
 from fastapi.testclient import TestClient
+from serve_fixtures import SECRET, make_verdict, make_view
 
-from hangwatch.api import VerdictModel, create_app
 from hangwatch.model import State
-from hangwatch.store import HistoryStore
-from hangwatch.view import redacted_verdict
+from hangwatch.redact import redacted_verdict
+from hangwatch.sinks.api import VerdictModel, create_app
+from hangwatch.sinks.store import HistoryStore
 
 PATHS = ["/verdict", "/healthz", "/metrics", "/stacks", "/timeline", "/bundle", "/history"]
 

@@ -1,9 +1,10 @@
-from serve_fixtures import make_verdict, make_view
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from serve_fixtures import make_verdict, make_view
 
-from hangwatch.metrics import _VERSION, make_registry
+from hangwatch import __version__
 from hangwatch.model import State
+from hangwatch.sinks.metrics import make_registry
 
 SERVER = "sglang pid 100 on localhost:30000"
 
@@ -28,7 +29,7 @@ def test_cause_progress_and_stall_seconds():
                   rule="sglang.nccl_peer_exited") == 0.9
     assert sample(registry, "hangwatch_seconds_since_progress") == 42.0
     assert sample(registry, "hangwatch_stalled_seconds", rank="TP1", phase="launch") == 42.0
-    assert sample(registry, "hangwatch_info", version=_VERSION) == 1
+    assert sample(registry, "hangwatch_info", version=__version__) == 1
 
 
 def test_gpus_latencies_and_ticks():

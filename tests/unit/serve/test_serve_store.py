@@ -1,6 +1,6 @@
 import sqlite3
 
-from hangwatch.store import HistoryStore
+from hangwatch.sinks.store import HistoryStore
 
 
 def test_wal_mode(tmp_path):

@@ -3,7 +3,8 @@ import threading
 from serve_fixtures import SECRET, make_verdict
 
 from hangwatch.model import State
-from hangwatch.view import StaticView, WatchView, redacted, redacted_verdict
+from hangwatch.redact import redacted, redacted_verdict
+from hangwatch.watch.published import StaticView, WatchView
 
 
 def test_static_view_is_a_watch_view():

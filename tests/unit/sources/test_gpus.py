@@ -10,7 +10,14 @@ import pytest
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
-from hangwatch.sources.gpus import LOST_NAME, Nvml, RecordedNvml, gpus_json, read_gpus, record_gpus
+from hangwatch.sources.gpus import (
+    LOST_NAME,
+    Nvml,
+    RecordedNvml,
+    gpus_json,
+    read_gpus,
+    record_gpus,
+)
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "gpus"
 

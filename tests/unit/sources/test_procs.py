@@ -10,7 +10,12 @@ import pytest
 from liveprocs import Spawner, start_fake_server, wait_until
 
 from hangwatch.errors import SourceUnavailable
-from hangwatch.sources.procs import ProcessSampler, process_role, read_io_bytes, read_procs
+from hangwatch.sources.procs import (
+    ProcessSampler,
+    process_role,
+    read_io_bytes,
+    read_procs,
+)
 
 # a parent that starts CHILD_CODE children and writes their pids to $HW_READY
 PARENT = """
@@ -156,7 +161,9 @@ def test_read_io_bytes_sums_rchar_and_read_bytes(tmp_path) -> None:
 
 def test_wchan_names_where_a_thread_sleeps_in_the_kernel(tmp_path) -> None:
     # GIVEN a real process blocked opening a FIFO that nobody writes (a hung filesystem, in small)
-    import subprocess, sys, time
+    import subprocess
+    import sys
+    import time
 
     from hangwatch.sources.procs import read_wchan
 

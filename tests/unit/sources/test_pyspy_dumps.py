@@ -12,7 +12,7 @@ import pytest
 from liveprocs import Spawner
 
 from hangwatch.errors import SourceUnavailable
-from hangwatch.sources.stacks import PTRACE_HINT, dump_many, dump_stacks
+from hangwatch.sources.pyspy import PTRACE_HINT, dump_many, dump_stacks
 
 PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")  # as dump_stacks finds it
 pytestmark = pytest.mark.skipif(not os.path.exists(PYSPY), reason="py-spy not installed")

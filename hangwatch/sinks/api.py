@@ -24,12 +24,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel, ConfigDict
 
+from hangwatch._version import __version__
 from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
-from hangwatch.metrics import _VERSION, make_registry
 from hangwatch.model import Verdict
-from hangwatch.store import AlertRecord, HistoryStore, Transition
-from hangwatch.view import WatchView, redact_string, redacted, redacted_verdict
+from hangwatch.redact import redact_string, redacted, redacted_verdict
+from hangwatch.sinks.metrics import make_registry
+from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
+from hangwatch.watch.published import WatchView
 
 __all__ = ["ServeError", "ServerHandle", "create_app", "serve_in_thread", "is_loopback"]
 
@@ -138,7 +140,7 @@ def create_app(
     registry: CollectorRegistry | None = None,
 ) -> FastAPI:
     """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded."""
-    app = FastAPI(title="hangwatch", version=_VERSION, description=_DESCRIPTION, responses=_ERRORS)
+    app = FastAPI(title="hangwatch", version=__version__, description=_DESCRIPTION, responses=_ERRORS)
     app.state.token = token
     registry = registry if registry is not None else make_registry(view)
     _routes(app, view, store, registry)

@@ -15,11 +15,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hangwatch.capture import timeline_json
 from hangwatch.model import State, Verdict
+from hangwatch.watch.capture import timeline_json
 
 if TYPE_CHECKING:
-    from hangwatch.watch import Watcher
+    from hangwatch.watch.watcher import Watcher
 
 __all__ = ["render", "verdict_line", "verdict_json", "verdict_report"]
 

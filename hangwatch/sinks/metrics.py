@@ -9,7 +9,6 @@ many nodes; Prometheus adds `instance` and `job`.
 
 from __future__ import annotations
 
-import importlib.metadata
 import socket
 from typing import Iterable
 
@@ -22,22 +21,15 @@ from prometheus_client.metrics_core import (
     StateSetMetricFamily,
 )
 
+from hangwatch._version import __version__
 from hangwatch.model import GpuSample, Phase, State, Verdict
-from hangwatch.view import WatchView
+from hangwatch.watch.published import WatchView
 
 __all__ = ["VerdictCollector", "make_registry"]
 
 _MIB = 1024 * 1024
 
 
-def _version() -> str:
-    try:
-        return importlib.metadata.version("hangwatch")
-    except importlib.metadata.PackageNotFoundError:  # running from a source tree
-        return "unknown"
-
-
-_VERSION = _version()
 _ALERTING = (State.STALLED, State.CRASHED)
 
 
@@ -72,7 +64,7 @@ _KEY = ["server", "host"]
 
 def _info(key: list[str]) -> Metric:
     info = InfoMetricFamily("hangwatch", "The hangwatch agent and the server it watches.", labels=_KEY)
-    info.add_metric(key, {"version": _VERSION})
+    info.add_metric(key, {"version": __version__})
     return info
 
 

@@ -8,15 +8,13 @@ assignments only.
 
 from __future__ import annotations
 
-import re
 import threading
 import time
 from typing import Any, Callable, Mapping, Protocol, runtime_checkable
 
 from hangwatch.model import GpuSample, Verdict
-from hangwatch.redact import REDACTED, is_secret_name, redact_cmdline, redact_env_text
 
-__all__ = ["WatchView", "StaticView", "redact_string", "redacted", "redacted_verdict"]
+__all__ = ["StaticView", "WatchView"]
 
 BundleFiles = Mapping[str, bytes]
 
@@ -145,32 +143,3 @@ class StaticView:
     def tick_count(self) -> int:
         with self._lock:
             return self._ticks
-
-
-# redact_env_text looks at `KEY=VALUE` at the start of a line; verdict messages quote log lines
-# mid-sentence ("... HF_TOKEN=hf_x"), and headers may be quoted too ("Authorization: Bearer x").
-_INLINE_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
-
-
-def redact_string(text: str) -> str:
-    """`KEY=VALUE` (anywhere), secret flags (`--api-key X`), bearer tokens and URL credentials masked."""
-    text = redact_cmdline(redact_env_text(text))
-    text = _INLINE_ASSIGN.sub(lambda m: f"{m['name']}={REDACTED}" if is_secret_name(m["name"]) else m[0], text)
-    return _BEARER.sub(lambda m: f"{m[1]}{REDACTED}", text)
-
-
-def redacted(value: Any) -> Any:
-    """A copy of JSON-able `value` with secrets masked in every string (keys included)."""
-    if isinstance(value, str):
-        return redact_string(value)
-    if isinstance(value, Mapping):
-        return {redacted(k) if isinstance(k, str) else k: redacted(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redacted(v) for v in value]
-    return value
-
-
-def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
-    """`Verdict.to_dict()` with secrets masked: what every sink publishes."""
-    return redacted(verdict.to_dict())

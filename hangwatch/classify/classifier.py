@@ -13,7 +13,17 @@ from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.context import MAIN, RANK_ROLES, Context, label_order
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
-from hangwatch.model import Evidence, Fact, Missing, Phase, ProcessRecord, RunnerUp, Source, State, Verdict
+from hangwatch.model import (
+    Evidence,
+    Fact,
+    Missing,
+    Phase,
+    ProcessRecord,
+    RunnerUp,
+    Source,
+    State,
+    Verdict,
+)
 
 DEFAULT_BUDGETS: Mapping[Phase, float] = {
     Phase.LAUNCH: 120,

@@ -23,9 +23,8 @@ from typing import Any, Callable, Protocol, Sequence
 from slack_sdk.webhook import WebhookClient
 
 from hangwatch.model import State, Verdict
-from hangwatch.redact import redact_url
-from hangwatch.store import HistoryStore
-from hangwatch.view import redact_string, redacted, redacted_verdict
+from hangwatch.redact import redact_string, redact_url, redacted, redacted_verdict
+from hangwatch.sinks.store import HistoryStore
 
 __all__ = [
     "Alert", "AlertDispatcher", "DeliveryError", "RetryPolicy", "Sink", "SlackSink", "WebhookSink",

@@ -1,58 +1,47 @@
-"""Evidence bundles (shared/BUNDLE.md): read a directory or `.tar.gz` into `Evidence`, write one.
+"""Bundle files -> `Evidence` (the bundle format: docs/bundle-format.md).
 
     read_bundle(path) -> Evidence                  BundleError when it is not a bundle at all
-    read_bundle_files(path) -> {name: bytes}       the files, archive members checked
     evidence_from_files(files) -> Evidence          pure: bytes in, Evidence out
-    write_bundle(files, dest) -> Path               a directory, or a .tar.gz when dest says so
-    bundle_tarball_bytes(files) -> bytes            the .tar.gz for `GET /bundle`
 
 Only meta.json is required. A malformed optional file (bad JSON in procs.json, say) becomes a
 `Missing` entry and the rest is still read; the classifier itself notes files that are absent.
-Archives are read in memory, never extracted: members with absolute paths, `..` or links that
-leave the bundle are refused, and the total size is capped.
 """
 
 from __future__ import annotations
 
-import io
 import json
-import os
-import posixpath
 import re
 import shlex
-import tarfile
-import time
-import zlib
 from dataclasses import MISSING, fields, replace
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
 
+from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.engines import get_engine, guess_engine
 from hangwatch.errors import BundleError
-from hangwatch.flags import parse_flags, server_port
-from hangwatch.logs import read_log_lines
 from hangwatch.model import (
-    Evidence, GpuInfo, GpuProcess, GpuSample, LogLine, Missing, PhaseEvent, ProcessRecord,
-    ProcessStack, Source,
+    Evidence,
+    GpuInfo,
+    GpuProcess,
+    GpuSample,
+    LogLine,
+    Missing,
+    PhaseEvent,
+    ProcessRecord,
+    ProcessStack,
+    Source,
 )  # fmt: skip
+from hangwatch.parse.flags import parse_flags, server_port
+from hangwatch.parse.logs import read_log_lines
+from hangwatch.parse.ss import parse_ss
+from hangwatch.parse.stacks import label_and_sample, parse_stack_file
 from hangwatch.redact import redact_cmdline, redact_env_text
-from hangwatch.sources.ports import parse_ss
-from hangwatch.stacks import label_and_sample, parse_stack_file
 
-__all__ = [
-    "FORMAT", "MAX_BUNDLE_BYTES", "bundle_tarball_bytes", "evidence_from_files", "read_bundle",
-    "read_bundle_files", "write_bundle",
-]  # fmt: skip
+__all__ = ["FORMAT", "evidence_from_files", "parse_meta", "read_bundle"]
 
 FORMAT = "hangwatch-bundle/1"
-MAX_BUNDLE_BYTES = 512 * 1024 * 1024  # logs are tails of a few MiB; anything near this is not a bundle
-MAX_FILES = 20_000
-_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar")
 _T = TypeVar("_T")
 _DIGITS = re.compile(r"(\d+)")
-
-
-# ---------------------------------------------------------------- reading
 
 
 def read_bundle(path: str | Path) -> Evidence:
@@ -63,105 +52,6 @@ def read_bundle(path: str | Path) -> Evidence:
         return evidence_from_files(files)
     except BundleError as exc:
         raise BundleError(f"{p}: {exc}") from None
-
-
-def read_bundle_files(path: Path) -> dict[str, bytes]:
-    """`{"meta.json": b"...", "stacks/TP0.json": b"..."}`, with the top-level folder removed."""
-    if not path.exists():
-        raise BundleError(f"bundle not found: {path}")
-    if path.is_dir():
-        return _strip_top(_read_dir(path))
-    if path.is_file():
-        return _strip_top(_read_archive(path))
-    raise BundleError(f"{path} is not a directory or a .tar.gz archive")
-
-
-def _read_dir(root: Path) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    budget = _Budget()
-    real_root = root.resolve()
-    for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False: linked dirs are not entered
-        dirnames.sort()
-        for filename in sorted(filenames):
-            path = Path(dirpath, filename)
-            rel = path.relative_to(root).as_posix()
-            if path.is_symlink() and not path.resolve().is_relative_to(real_root):
-                raise BundleError(f"{rel} is a link to {os.readlink(path)}, outside the bundle")
-            if not path.is_file():
-                continue  # fifos, sockets, dangling links
-            budget.add(rel, path.stat().st_size)
-            try:
-                files[rel] = path.read_bytes()
-            except OSError as exc:
-                raise BundleError(f"cannot read {rel}: {exc.strerror or exc}") from exc
-    return files
-
-
-def _read_archive(path: Path) -> dict[str, bytes]:
-    try:
-        with tarfile.open(path, "r:*") as tar:
-            return _read_members(tar)
-    except (tarfile.TarError, EOFError, zlib.error, OSError) as exc:
-        if path.name.endswith(_ARCHIVE_SUFFIXES):
-            raise BundleError(f"cannot read archive {path}: {exc}") from exc
-        raise BundleError(f"{path} is not a bundle: expected a directory or a .tar.gz archive") from exc
-
-
-def _read_members(tar: tarfile.TarFile) -> dict[str, bytes]:
-    files: dict[str, bytes] = {}
-    budget = _Budget()
-    for member in tar:
-        name = _safe_name(member.name)
-        if member.issym() or member.islnk():
-            _check_link(name, member)
-            continue  # a bundle is plain files; a link inside it adds nothing
-        if not member.isfile():
-            continue
-        budget.add(name, member.size)
-        handle = tar.extractfile(member)
-        if handle is not None:
-            files[name] = handle.read(member.size)
-    return files
-
-
-def _safe_name(name: str) -> str:
-    """A member name relative to the archive root; absolute paths and `..` are refused."""
-    parts = PurePosixPath(name.replace("\\", "/")).parts
-    if name.startswith(("/", "\\")) or (parts and parts[0].endswith(":")) or ".." in parts:
-        raise BundleError(f"refusing archive member {name!r}: absolute path or '..' (path traversal)")
-    return "/".join(p for p in parts if p != ".")
-
-
-def _check_link(name: str, member: tarfile.TarInfo) -> None:
-    # a symlink's target is relative to its own folder; a hard link's to the archive root
-    base = posixpath.dirname(name) if member.issym() else ""
-    target = posixpath.normpath(posixpath.join(base, member.linkname))
-    if member.linkname.startswith("/") or target == ".." or target.startswith("../"):
-        raise BundleError(f"refusing archive member {name!r}: link to {member.linkname!r} leaves the bundle")
-
-
-class _Budget:
-    """Caps the number and total size of files read (a tar bomb, or the wrong directory)."""
-
-    def __init__(self) -> None:
-        self.count, self.size = 0, 0
-
-    def add(self, name: str, size: int) -> None:
-        self.count, self.size = self.count + 1, self.size + size
-        if self.count > MAX_FILES:
-            raise BundleError(f"more than {MAX_FILES} files (at {name}): not a bundle")
-        if self.size > MAX_BUNDLE_BYTES:
-            raise BundleError(f"larger than {MAX_BUNDLE_BYTES // 2**20} MiB (at {name}): not a bundle")
-
-
-def _strip_top(files: dict[str, bytes]) -> dict[str, bytes]:
-    """Drop the one top-level folder (`bundle-x/meta.json` -> `meta.json`) when meta.json is below it."""
-    if "meta.json" in files or not files:
-        return files
-    tops = {name.split("/", 1)[0] for name in files}
-    if len(tops) != 1 or not all("/" in name for name in files):
-        return files
-    return {name.split("/", 1)[1]: data for name, data in files.items()}
 
 
 # ---------------------------------------------------------------- files -> Evidence
@@ -378,56 +268,3 @@ def _stack_order(name: str) -> tuple[Any, ...]:
     label, sample = label_and_sample(name)
     key = tuple(int(part) if part.isdigit() else part for part in _DIGITS.split(label))
     return (tuple((isinstance(k, int), k) for k in key), sample, name)
-
-
-# ---------------------------------------------------------------- writing
-
-
-def write_bundle(files: Mapping[str, bytes], dest: Path) -> Path:
-    """Write `files` as a directory at `dest`, or as a `.tar.gz` when its name ends so."""
-    dest = Path(dest)
-    prepared = _prepare(files)
-    if dest.name.endswith((".tar.gz", ".tgz")):
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        dest.write_bytes(bundle_tarball_bytes(prepared, top=_top_name(dest)))
-        return dest
-    for name, data in prepared.items():
-        path = dest / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
-    return dest
-
-
-def bundle_tarball_bytes(files: Mapping[str, bytes], top: str = "hangwatch-bundle", mtime: float | None = None) -> bytes:
-    """A `.tar.gz` of `files` under one top-level folder `top`, secrets redacted."""
-    prepared = _prepare(files)
-    stamp = int(time.time() if mtime is None else mtime)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for name in sorted(prepared):
-            info = tarfile.TarInfo(f"{top}/{name}")
-            info.size, info.mtime, info.mode = len(prepared[name]), stamp, 0o644
-            tar.addfile(info, io.BytesIO(prepared[name]))
-    return buf.getvalue()
-
-
-def _prepare(files: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Names checked, env.txt and cmdline.txt redacted (a bundle goes into bug reports)."""
-    if "meta.json" not in files:
-        raise BundleError("refusing to write a bundle without meta.json")
-    out: dict[str, bytes] = {}
-    for name, data in files.items():
-        safe = _safe_name(name)
-        if safe == "env.txt":
-            data = redact_env_text(_text(data)).encode("utf-8")
-        elif safe == "cmdline.txt":
-            data = redact_cmdline(_text(data)).encode("utf-8")
-        out[safe] = data
-    return out
-
-
-def _top_name(dest: Path) -> str:
-    name = dest.name
-    for suffix in (".tar.gz", ".tgz"):
-        name = name.removesuffix(suffix)
-    return name or "hangwatch-bundle"

@@ -13,9 +13,8 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from typing import Iterable
 
-from hangwatch.model import LogLine
+from hangwatch.model import LogLine, normalise_rank, rank_from_name
 
 __all__ = ["MAX_TEXT", "read_log_lines", "normalise_rank", "rank_from_name"]
 
@@ -49,7 +48,6 @@ _NCCL = re.compile(r"[\w.\-]+:(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?P<msg>NCCL (?:
 
 # Canonical order for rank tags, so that a log prefix (any version's order) and a process title
 # for the same rank give the same key. SGLang 0.5.x order with vLLM's PCP/DCP slotted in.
-_RANK_ORDER = {tag: i for i, tag in enumerate(("DP", "PP", "PCP", "ATTN_CP", "MOE_DP", "TP", "DCP", "EP"))}
 _RANK_TAG = re.compile(r"(?<![A-Za-z])(ATTN_CP|MOE_DP|PCP|DCP|DP|PP|TP|EP)(\d+)")
 
 _Parsed = tuple[str | None, str | None, str | None, str, int | None]  # rank, process, timestamp, message, pid
@@ -130,21 +128,3 @@ def _strip_uvicorn(msg: str) -> str:
 def _sglang_rank(ranks: str) -> str | None:
     """` TP3 DP0` -> `DP0_TP3`; cached: a log has a handful of distinct prefixes."""
     return normalise_rank(ranks.split()) if ranks else None
-
-
-def normalise_rank(tags: Iterable[str]) -> str | None:
-    """`["TP3", "DP0"]` -> `"DP0_TP3"`: canonical order, joined by `_`; None when empty."""
-    parsed = []
-    for tag in tags:
-        m = _RANK_TAG.fullmatch(tag)
-        if m:
-            parsed.append((_RANK_ORDER[m[1]], tag))
-    if not parsed:
-        return None
-    return "_".join(tag for _, tag in sorted(parsed))
-
-
-@lru_cache(maxsize=1024)
-def rank_from_name(name: str) -> str | None:
-    """Rank tags inside a process name or title: `Worker_DP0_TP3` -> `"DP0_TP3"`, `EngineCore` -> None."""
-    return normalise_rank(m.group(0) for m in _RANK_TAG.finditer(name))

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Sequence, TextIO
 
 from hangwatch.model import State, Verdict
-from hangwatch.terminal import render, verdict_json, verdict_line, verdict_report
+from hangwatch.sinks.terminal import render, verdict_json, verdict_line, verdict_report
 from hangwatch.watch import Watcher
 
 __all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]

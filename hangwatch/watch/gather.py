@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
 from hangwatch.errors import SourceUnavailable
-from hangwatch.logs import read_log_lines
-from hangwatch.model import GpuInfo, ListeningSocket, LogLine, Missing, ProcessRecord, ProcessStack
+from hangwatch.model import (
+    GpuInfo,
+    ListeningSocket,
+    LogLine,
+    Missing,
+    ProcessRecord,
+    ProcessStack,
+)
+from hangwatch.parse.logs import read_log_lines
 from hangwatch.sources.logtail import LogTail
 from hangwatch.sources.ports import read_listening
 
@@ -195,7 +202,7 @@ class LiveSources:
 
     def dump(self, targets: Sequence[StackTarget], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]:
         """One round of stacks of `targets` in parallel (runs on the loop's worker thread)."""
-        from hangwatch.sources.stacks import dump_many
+        from hangwatch.sources.pyspy import dump_many
 
         started = time.monotonic()
         try:

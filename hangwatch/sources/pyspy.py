@@ -3,7 +3,7 @@
     dump_stacks(pid) -> (ProcessStack, raw JSON bytes)     one process
     dump_many([(pid, label), ...]) -> (dumps, missing)     every rank at once, in parallel
 
-py-spy's JSON is parsed by `hangwatch.stacks.parse_pyspy_json`, the same parser the bundle
+py-spy's JSON is parsed by `hangwatch.parse.stacks.parse_pyspy_json`, the same parser the bundle
 reader uses on stacks/NAME.json. Each failure becomes SourceUnavailable whose hint names the fix.
 """
 
@@ -166,7 +166,7 @@ def _exists(pid: int) -> bool:
 
 
 def _parse(data: bytes, label: str, pid: int) -> ProcessStack:
-    from hangwatch.stacks import parse_pyspy_json
+    from hangwatch.parse.stacks import parse_pyspy_json
 
     try:
         threads = json.loads(data)

@@ -14,10 +14,9 @@ from typing_extensions import Annotated
 
 from hangwatch.classify import RULES_DIR, Rule, classify, load_rules
 from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
-from hangwatch.cli import app, rules_app
-from hangwatch.commands.evaluate import find_cases, print_summary, score_case, summarize
-from hangwatch.commands.report import print_verdict
+from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
+from hangwatch.sinks.report import print_verdict
 
 RulesOption = Annotated[
     Optional[List[Path]],
@@ -37,7 +36,9 @@ def _rules(extra: Optional[List[Path]], builtin: bool = True) -> List[Rule]:
 
 
 def _read_bundle():  # type: ignore[no-untyped-def]
-    from hangwatch.bundle import read_bundle  # imported late: `rules check` needs no bundle reader
+    from hangwatch.bundle import (
+        read_bundle,  # imported late: `rules check` needs no bundle reader
+    )
 
     return read_bundle
 
@@ -46,7 +47,6 @@ def _print_json(data: object) -> None:
     print(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-@app.command()
 def diagnose(
     path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see BUNDLE.md).")],
     json_out: JsonOption = False,
@@ -61,7 +61,6 @@ def diagnose(
         print_verdict(verdict, _console())
 
 
-@app.command("eval")
 def evaluate(
     directory: Annotated[Path, typer.Argument(help="A folder of bundles, each with an expected.json.")],
     json_out: JsonOption = False,
@@ -85,7 +84,6 @@ def evaluate(
         raise typer.Exit(1)
 
 
-@rules_app.command("check")
 def rules_check(
     paths: Annotated[
         Optional[List[Path]], typer.Argument(help="Rule files or directories (default: the shipped rules).")
@@ -111,7 +109,6 @@ def _print_test_result(result: RuleTestResult) -> None:
     print(f"{result.status.upper():8} {result.rule}{where}{detail}")
 
 
-@rules_app.command("test")
 def rules_test(
     rules: Annotated[
         Optional[List[Path]],

@@ -1,4 +1,4 @@
-"""Text stack dumps -> `ProcessStack`s (private to `hangwatch.stacks`).
+"""Text stack dumps -> `ProcessStack`s (private to `hangwatch.parse.stacks`).
 
 One line-by-line state machine reads every text format, because a bug report pastes them mixed:
 a header line opens a process (`Process N: title`) or a thread (py-spy, faulthandler, pystack,
@@ -12,9 +12,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from hangwatch.logs import rank_from_name
-from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
-from hangwatch.stacks import make_frame, with_source_line
+from hangwatch.model import (
+    Frame,
+    Origin,
+    ProcessStack,
+    Source,
+    ThreadStack,
+    rank_from_name,
+)
+from hangwatch.parse.frames import make_frame, with_source_line
 
 __all__ = ["parse_text"]
 

@@ -126,7 +126,9 @@ def server_port(flags: Mapping[str, str | bool], engine: "Engine | str") -> int:
     if isinstance(value, str) and value.strip().isdigit():
         return int(value)
     if isinstance(engine, str):
-        from hangwatch.engines import get_engine  # here, not at the top: engines need no flags
+        from hangwatch.engines import (
+            get_engine,  # here, not at the top: engines need no flags
+        )
 
         engine = get_engine(engine)
     return engine.default_port

@@ -9,17 +9,18 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
-from hangwatch.history import StackSample, TimedPhase
+from hangwatch._version import __version__
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ThreadStack
+from hangwatch.watch.rings import StackSample, TimedPhase
 
-if TYPE_CHECKING:
-    from hangwatch.watch import Watcher
+# The watcher whose rings are read. Typed loosely on purpose: importing `Watcher` here would make
+# watcher <-> capture a cycle; the frozen `Observation` that watch hands out replaces this.
+Watcher = Any
 
-__all__ = ["build_evidence", "bundle_files", "meta_dict", "stacks_json", "timeline_json", "VERSION"]
+__all__ = ["build_evidence", "bundle_files", "meta_dict", "stacks_json", "timeline_json"]
 
-VERSION = "0.1.0"
 _LOG_TAIL_BYTES = 4 << 20  # BUNDLE.md: "its tail, up to a few MiB"
 
 
@@ -67,7 +68,7 @@ def meta_dict(watcher: Watcher, t: float) -> dict[str, Any]:
         "compute_capability": gpu.compute_capability if gpu else None,
         "tp": _int(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size")),
         "nnodes": _int(flags.get("nnodes")) or 1,
-        "source": f"hangwatch {VERSION} attach",
+        "source": f"hangwatch {__version__} attach",
     }
 
 

@@ -21,16 +21,33 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
-from hangwatch import progress
-from hangwatch.capture import build_evidence, bundle_files, stacks_json, timeline_json
 from hangwatch.classify import classify
 from hangwatch.errors import SourceUnavailable
-from hangwatch.history import GpuHistory, LogHistory, StackHistory, Transitions
-from hangwatch.ladder import LadderConfig, looks_stalled, native_targets, python_dump_due
-from hangwatch.model import Evidence, Missing, ProcessRecord, ProcessStack, State, Verdict
+from hangwatch.model import (
+    Evidence,
+    Missing,
+    ProcessRecord,
+    ProcessStack,
+    State,
+    Verdict,
+)
 from hangwatch.sources.procs import ProcessSampler
-from hangwatch.view import StaticView
-from hangwatch.watchsources import LiveSources, StackTarget, stack_targets
+from hangwatch.watch import progress
+from hangwatch.watch.capture import (
+    build_evidence,
+    bundle_files,
+    stacks_json,
+    timeline_json,
+)
+from hangwatch.watch.gather import LiveSources, StackTarget, stack_targets
+from hangwatch.watch.ladder import (
+    LadderConfig,
+    looks_stalled,
+    native_targets,
+    python_dump_due,
+)
+from hangwatch.watch.published import StaticView
+from hangwatch.watch.rings import GpuHistory, LogHistory, StackHistory, Transitions
 
 __all__ = ["WatchConfig", "Watcher"]
 

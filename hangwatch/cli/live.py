@@ -16,10 +16,9 @@ from typing import Any, Callable, List, Optional
 import typer
 from typing_extensions import Annotated
 
-from hangwatch.cli import app
+from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
 from hangwatch.model import Verdict
-from hangwatch.session import Session, SessionOptions, parse_exit_on
 
 __all__ = ["attach", "run", "collect"]
 
@@ -57,14 +56,13 @@ def _options(json_out: bool, exit_on: Optional[str], timeout: Optional[float], i
 
 
 def _config(log: Optional[Path], interval: float, native: bool, **extra: Any) -> Any:
-    from hangwatch.ladder import LadderConfig
     from hangwatch.watch import WatchConfig
+    from hangwatch.watch.ladder import LadderConfig
 
     return WatchConfig(interval_s=interval, ladder=LadderConfig(native=native),
                        log_path=str(log) if log else None, **extra)
 
 
-@app.command()
 def attach(
     pid: Annotated[int, typer.Argument(help="Any pid of the server: its launcher, a scheduler, a worker.")],
     log: LogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
@@ -74,7 +72,7 @@ def attach(
     public_url: PublicOpt = None, history: HistoryOpt = None,
 ) -> None:
     """Watch a running server start and say why it is stuck, live."""
-    from hangwatch.discover import discover
+    from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
 
     options = _options(json_out, exit_on, timeout, interval)
@@ -84,7 +82,6 @@ def attach(
     raise typer.Exit(code)
 
 
-@app.command(context_settings={"allow_interspersed_args": False})
 def run(
     cmd: Annotated[List[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
     log: RunLogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
@@ -98,7 +95,7 @@ def run(
     With --exit-on, hangwatch exits once the state is reached: a ready server keeps running
     (its output stays in --log); a stalled one, or one still starting at --timeout, is stopped.
     """
-    from hangwatch.launch import default_log_path, launch
+    from hangwatch.cli.launch import default_log_path, launch
     from hangwatch.watch import Watcher
 
     options = _options(json_out, exit_on, timeout, interval)
@@ -133,9 +130,9 @@ def _report_exit(child: Any, code: int, options: SessionOptions) -> None:
 
 def run_server(pid: int, cmd: List[str], log_path: str) -> Any:
     """The Server for a command we started: known without discovery (it may be a wrapper script)."""
-    from hangwatch.discover import Server, launcher_engine
-    from hangwatch.flags import parse_flags, server_port
+    from hangwatch.parse.flags import parse_flags, server_port
     from hangwatch.redact import filter_env, redact_cmdline
+    from hangwatch.sources.discover import Server, launcher_engine
 
     cmdline = redact_cmdline(shlex.join(cmd))
     flags = parse_flags(cmdline)
@@ -149,7 +146,6 @@ def run_server(pid: int, cmd: List[str], log_path: str) -> Any:
                   env=filter_env(dict(os.environ)))
 
 
-@app.command()
 def collect(
     pid: Annotated[int, typer.Argument(help="Any pid of the server.")],
     output: Annotated[Path, typer.Option("-o", "--output", help="The bundle to write (.tar.gz, or a directory).")],
@@ -158,7 +154,7 @@ def collect(
     log: LogOpt = None, rules: RulesOpt = None,
 ) -> None:
     """Write an evidence bundle of a running server (several samples over a few seconds)."""
-    from hangwatch.discover import discover
+    from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
 
     # a bundle is read with the quiet time it records and no hold floor: collect's own verdict
@@ -225,7 +221,7 @@ class _Sinks:
     def _store(self) -> Any:
         if self.history is None and not (self.slack or self.webhook or self.serve):
             return None
-        from hangwatch.store import HistoryStore
+        from hangwatch.sinks.store import HistoryStore
 
         store = HistoryStore(str(self.history) if self.history else ":memory:")
         self._closers.append(store.close)
@@ -234,7 +230,12 @@ class _Sinks:
     def _alerts(self, store: Any) -> None:
         if store is None:
             return
-        from hangwatch.alerts import AlertDispatcher, SlackSink, WebhookSink, slack_client
+        from hangwatch.sinks.alerts import (
+            AlertDispatcher,
+            SlackSink,
+            WebhookSink,
+            slack_client,
+        )
 
         sinks: list[Any] = []
         if self.slack:
@@ -247,7 +248,7 @@ class _Sinks:
         self._closers.append(lambda: (dispatcher.flush(5.0), dispatcher.close()))
 
     def _api(self, store: Any) -> None:
-        from hangwatch.api import create_app, serve_in_thread
+        from hangwatch.sinks.api import create_app, serve_in_thread
 
         app_ = create_app(self.watcher.view, token=self.token, store=store)
         handle = serve_in_thread(app_, self.host, self.port, token=self.token, insecure=self.insecure)

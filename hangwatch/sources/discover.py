@@ -17,7 +17,7 @@ from typing import Mapping
 
 from hangwatch.engines import ENGINES
 from hangwatch.errors import TargetError
-from hangwatch.flags import parse_flags, server_port
+from hangwatch.parse.flags import parse_flags, server_port
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.procs import stat_fields
 

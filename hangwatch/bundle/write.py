@@ -1,0 +1,65 @@
+"""Write a bundle: a directory, or a `.tar.gz` (also the bytes `GET /bundle` serves)."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+from pathlib import Path
+from typing import Mapping
+
+from hangwatch.bundle.archive import safe_name
+from hangwatch.errors import BundleError
+from hangwatch.redact import redact_cmdline, redact_env_text
+
+__all__ = ["bundle_tarball_bytes", "write_bundle"]
+
+
+def write_bundle(files: Mapping[str, bytes], dest: Path) -> Path:
+    """Write `files` as a directory at `dest`, or as a `.tar.gz` when its name ends so."""
+    dest = Path(dest)
+    prepared = _prepare(files)
+    if dest.name.endswith((".tar.gz", ".tgz")):
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(bundle_tarball_bytes(prepared, top=_top_name(dest)))
+        return dest
+    for name, data in prepared.items():
+        path = dest / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    return dest
+
+
+def bundle_tarball_bytes(files: Mapping[str, bytes], top: str = "hangwatch-bundle", mtime: float | None = None) -> bytes:
+    """A `.tar.gz` of `files` under one top-level folder `top`, secrets redacted."""
+    prepared = _prepare(files)
+    stamp = int(time.time() if mtime is None else mtime)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for name in sorted(prepared):
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size, info.mtime, info.mode = len(prepared[name]), stamp, 0o644
+            tar.addfile(info, io.BytesIO(prepared[name]))
+    return buf.getvalue()
+
+
+def _prepare(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Names checked, env.txt and cmdline.txt redacted (a bundle goes into bug reports)."""
+    if "meta.json" not in files:
+        raise BundleError("refusing to write a bundle without meta.json")
+    out: dict[str, bytes] = {}
+    for name, data in files.items():
+        safe = safe_name(name)
+        if safe == "env.txt":
+            data = redact_env_text(data.decode("utf-8", "replace")).encode("utf-8")
+        elif safe == "cmdline.txt":
+            data = redact_cmdline(data.decode("utf-8", "replace")).encode("utf-8")
+        out[safe] = data
+    return out
+
+
+def _top_name(dest: Path) -> str:
+    name = dest.name
+    for suffix in (".tar.gz", ".tgz"):
+        name = name.removesuffix(suffix)
+    return name or "hangwatch-bundle"

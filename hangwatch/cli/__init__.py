@@ -1,0 +1,1 @@
+"""Command-line layer: `hangwatch.cli.app.main` is the console script."""

@@ -1,0 +1,54 @@
+"""The `hangwatch` command: a typer app that registers the plain handler functions of
+`hangwatch.cli.offline` and `hangwatch.cli.live`."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from hangwatch._version import __version__
+from hangwatch.cli import live, offline
+from hangwatch.errors import HangwatchError
+
+app = typer.Typer(
+    name="hangwatch",
+    help="Says why an SGLang or vLLM server is stuck starting up, with the evidence and the remedy.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+rules_app = typer.Typer(help="Validate and test rule files.", no_args_is_help=True)
+app.add_typer(rules_app, name="rules")
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(f"hangwatch {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Says why an SGLang or vLLM server is stuck starting up, with the evidence and the remedy."""
+
+app.command()(offline.diagnose)
+app.command("eval")(offline.evaluate)
+rules_app.command("check")(offline.rules_check)
+rules_app.command("test")(offline.rules_test)
+app.command()(live.attach)
+app.command(context_settings={"allow_interspersed_args": False})(live.run)
+app.command()(live.collect)
+
+
+def main() -> None:
+    try:
+        app()
+    except HangwatchError as exc:
+        message = f"hangwatch: error: {exc}"
+        if exc.help_text:
+            message += f"\n{exc.help_text}"
+        print(message, file=sys.stderr)
+        sys.exit(2)
