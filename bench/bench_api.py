@@ -34,8 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def serve() -> None:
-    sys.path.insert(0, str(ROOT / "tests" / "unit" / "serve"))
-    from serve_fixtures import make_verdict, make_view  # the same hand-built verdict the tests use
+    sys.path.insert(0, str(ROOT / "tests"))
+    from helpers.serve_fixtures import make_verdict, make_view  # the same hand-built verdict the tests use
 
     from hangwatch.sinks.api import create_app, serve_in_thread
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from livetools import Procs, wait_for_text  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers.livetools import Procs, wait_for_text  # noqa: E402
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 SLEEPER = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); s.accept()"

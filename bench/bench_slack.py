@@ -21,8 +21,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
-from livetools import Procs, json_lines, wait_for_text  # noqa: E402
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers.livetools import Procs, json_lines, wait_for_text  # noqa: E402
 
 
 class Receiver:

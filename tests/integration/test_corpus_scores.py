@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers.paths import ROOT
 DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
 PROBES = ROOT / "tests" / "probe_corpus"
 BLIND = ROOT / "tests" / "probe_corpus_blind"

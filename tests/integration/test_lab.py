@@ -17,7 +17,7 @@ from typing import Any, Iterator
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from helpers.paths import ROOT
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
 START_TIMEOUT_S = 300  # lab.scenarios.ONSET_TIMEOUT_S: a TP=2 start on 2 shared cores

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
+from helpers.livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
 
@@ -217,6 +217,6 @@ def _alive_in_group(pgid: int) -> list[int]:
 
 
 def _env(**extra: str) -> dict[str, str]:
-    from livetools import _env as env
+    from helpers.livetools import _env as env
 
     return env(**extra)

@@ -8,13 +8,14 @@ from pathlib import Path
 
 import httpx
 import pytest
-from serve_support import free_port, make_verdict, make_view
+from helpers.serve_support import free_port, make_verdict, make_view
 
+from helpers.paths import ROOT
 from hangwatch.model import State
 from hangwatch.sinks.api import create_app, serve_in_thread
 from hangwatch.sinks.metrics import make_registry
 
-DASHBOARDS = Path(__file__).parents[3] / "dashboards"
+DASHBOARDS = ROOT / "dashboards"
 PROMTOOL, PROMETHEUS, AMTOOL = (shutil.which(name) for name in ("promtool", "prometheus", "amtool"))
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (apt-get install prometheus)")
 

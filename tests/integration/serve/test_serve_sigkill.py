@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-DAEMON = Path(__file__).with_name("alerting_daemon.py")
+from helpers.paths import TESTS
+
 
 
 def start(db: Path, url: str, state: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, str(DAEMON), str(db), url, state], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=DAEMON.parent)
+    # The daemon imports the same helpers the tests do: run it as a module with tests/ as its cwd.
+    proc = subprocess.Popen([sys.executable, "-m", "helpers.alerting_daemon", str(db), url, state],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=TESTS)
     line = proc.stdout.readline()  # bounded: the daemon flushes within seconds or exits
     if not line.startswith("ready"):
         proc.kill()

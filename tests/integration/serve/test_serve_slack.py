@@ -2,7 +2,7 @@
 
 import time
 
-from serve_support import SECRET, Receiver, free_port, make_verdict
+from helpers.serve_support import SECRET, Receiver, free_port, make_verdict
 
 from hangwatch.model import State
 from hangwatch.sinks.alerts import (

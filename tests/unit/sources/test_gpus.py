@@ -8,6 +8,7 @@ from pathlib import Path
 import pynvml
 import pytest
 
+from helpers.paths import DATA
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 from hangwatch.sources.gpus import (
@@ -19,11 +20,11 @@ from hangwatch.sources.gpus import (
     record_gpus,
 )
 
-DATA = Path(__file__).resolve().parents[2] / "data" / "gpus"
+GPUS = DATA / "gpus"
 
 
 def recording(name: str) -> dict:
-    return json.loads((DATA / name).read_text())
+    return json.loads((GPUS / name).read_text())
 
 
 def gpu(index: int = 0, **fields) -> dict:

@@ -7,7 +7,7 @@ import sys
 import time
 
 import pytest
-from liveprocs import Spawner, start_fake_server, wait_until
+from helpers.liveprocs import Spawner, start_fake_server, wait_until
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.procs import (

@@ -4,7 +4,7 @@ import tarfile
 
 import pytest
 from fastapi.testclient import TestClient
-from serve_fixtures import SECRET, make_verdict, make_view
+from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 from hangwatch.model import State
 from hangwatch.redact import redacted_verdict

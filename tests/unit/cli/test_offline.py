@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import FIXTURES
+
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
-BAD_RULES = Path(__file__).resolve().parents[2] / "fixtures" / "rules_bad"
+BAD_RULES = FIXTURES / "rules_bad"
 RULES = """\
 rules:
   - id: nccl-begin-only

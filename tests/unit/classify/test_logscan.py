@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from classify_builders import logs
+from helpers.classify_builders import logs
 
 from hangwatch.classify import logscan
 from hangwatch.classify.context import Context

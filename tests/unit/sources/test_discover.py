@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from liveprocs import FAKE_SERVERS, Spawner, start_fake_server, wait_json, wait_until
+from helpers.liveprocs import FAKE_SERVERS, Spawner, start_fake_server, wait_json, wait_until
 
 from hangwatch.errors import TargetError
 from hangwatch.sources.discover import Server, discover, log_path, read_cmdline

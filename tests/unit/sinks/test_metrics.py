@@ -1,6 +1,6 @@
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from serve_fixtures import make_verdict, make_view
+from helpers.serve_fixtures import make_verdict, make_view
 
 from hangwatch import __version__
 from hangwatch.model import State

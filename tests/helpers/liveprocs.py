@@ -16,7 +16,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-FAKE_SERVERS = Path(__file__).resolve().parents[1] / "data" / "fake_servers"
+from helpers.paths import DATA
+
+FAKE_SERVERS = DATA / "fake_servers"
 MODULES = {"sglang": "sglang.launch_server", "vllm": "vllm.entrypoints.openai.api_server"}
 
 

@@ -1,5 +1,5 @@
 """Helpers for the serve integration tests: a real webhook receiver on loopback, a free port, and the
-hand-built verdicts of tests/unit/serve/serve_fixtures.py (one source for both suites)."""
+hand-built verdicts of helpers/serve_fixtures.py (one source for both suites)."""
 
 import json
 import socket
@@ -9,9 +9,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parents[2] / "unit" / "serve"))
-
-from serve_fixtures import SECRET, make_verdict, make_view  # noqa: E402,F401
+from helpers.serve_fixtures import SECRET, make_verdict, make_view  # noqa: F401
 
 
 class Receiver:

@@ -5,15 +5,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from classify_builders import rule
+from helpers.classify_builders import rule
 
+from helpers.paths import FIXTURES
 from hangwatch.classify import RULES_DIR, load_rules
 from hangwatch.classify.causes import CAUSES
 from hangwatch.classify.loader import load_text
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
 
-BAD = Path(__file__).resolve().parents[2] / "fixtures" / "rules_bad"
+BAD = FIXTURES / "rules_bad"
 CAUSE_LIST = ", ".join(CAUSES)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from classify_builders import event, frame, logs, rule, stack
+from helpers.classify_builders import event, frame, logs, rule, stack
 
 from hangwatch.classify import classify, match_rule, rank_matches
 from hangwatch.classify.classifier import HOW_TO_COLLECT, Match

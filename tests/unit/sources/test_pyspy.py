@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 import pytest
-from liveprocs import Spawner
+from helpers.liveprocs import Spawner
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.pyspy import PTRACE_HINT, dump_many, dump_stacks

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from classify_builders import logs, rule
+from helpers.classify_builders import logs, rule
 
 from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.errors import BundleError

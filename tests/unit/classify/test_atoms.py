@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from classify_builders import check, event, frame, logs, stack
+from helpers.classify_builders import check, event, frame, logs, stack
 
 from hangwatch.classify.atoms import ARGS, ATOMS
 from hangwatch.classify.conditions import Outcome

@@ -1,6 +1,6 @@
 import threading
 
-from serve_fixtures import SECRET, make_verdict
+from helpers.serve_fixtures import SECRET, make_verdict
 
 from hangwatch.model import State
 from hangwatch.redact import redacted, redacted_verdict

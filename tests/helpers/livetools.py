@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-PROGRAMS = Path(__file__).resolve().parent / "programs"
+from helpers.paths import PROGRAMS
 LAUNCHER = PROGRAMS / "sglang" / "launch_server.py"
 HANGWATCH = [str(Path(sys.executable).parent / "hangwatch")]  # the installed entry point
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import FIXTURES
 from hangwatch.bundle import archive as bundle_archive
 from hangwatch.bundle import (
     bundle_tarball_bytes,
@@ -20,7 +21,7 @@ from hangwatch.bundle import (
 from hangwatch.errors import BundleError
 from hangwatch.model import GpuProcess, ListeningSocket, Missing, Phase, Source
 
-BUNDLES = Path(__file__).parent.parent / "fixtures" / "bundles"
+BUNDLES = FIXTURES / "bundles"
 FULL = BUNDLES / "sglang-dist-init"
 META = b'{"format": "hangwatch-bundle/1"}'
 

@@ -2,7 +2,7 @@ import json
 import time
 
 import pytest
-from serve_fixtures import SECRET, make_verdict
+from helpers.serve_fixtures import SECRET, make_verdict
 
 from hangwatch.model import Fact, Source, State
 from hangwatch.redact import redacted_verdict

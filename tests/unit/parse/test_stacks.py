@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.paths import FIXTURES
 from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
 from hangwatch.parse.stacks import (
     frame_origin,
@@ -20,7 +21,7 @@ from hangwatch.parse.stacks import (
     stack_signature,
 )
 
-STACKS = Path(__file__).parent.parent / "fixtures" / "stacks"
+STACKS = FIXTURES / "stacks"
 
 
 def parse(fixture: str, name: str | None = None) -> list[ProcessStack]:

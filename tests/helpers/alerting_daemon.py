@@ -1,6 +1,6 @@
 """A tiny hangwatch-like daemon for the kill -9 test: history store + webhook alerts + the API.
 
-    python alerting_daemon.py DB WEBHOOK_URL STATE
+    cd tests && python -m helpers.alerting_daemon DB WEBHOOK_URL STATE
 
 Feeds a verdict of STATE every 50 ms (as a watch loop would), prints `ready URL` once the first
 verdict is decided and its alerts are delivered, then runs until it is killed.
@@ -9,7 +9,7 @@ verdict is decided and its alerts are delivered, then runs until it is killed.
 import sys
 import time
 
-from serve_support import make_verdict
+from helpers.serve_support import make_verdict
 
 from hangwatch.model import State
 from hangwatch.sinks.alerts import AlertDispatcher, RetryPolicy, WebhookSink
