@@ -1,31 +1,38 @@
-"""What of a server's environment and command line may leave the machine.
+"""The one redaction boundary: what of a server's secrets may leave the machine (nothing).
 
-    filter_env(env) -> dict           only the variables that matter for a diagnosis, secrets redacted
-    redact_env_text(text) -> str      the same redaction on `KEY=VALUE` lines, keeping every line
-    redact_cmdline(cmdline) -> str    `--api-key X` / `--hf-token=X` values redacted
-    redact_url(url) -> str            userinfo and token query parameters removed
-    redact_string(text) -> str        all of the above anywhere in free text (log lines, messages)
-    redacted(value) / redacted_verdict(verdict)   JSON-able copies with every string redacted
+Every output of hangwatch passes through here: bundle files (`redact_files`, incl. procs.json,
+cmdline.txt, env.txt, server.log), API responses and history (`redact_obj`), Slack and webhook
+payloads, the terminal (`redact_text`, then `terminal_safe`).
 
-This module is the one redaction boundary: every output (bundles, API, alerts, history, terminal)
-passes what it publishes through it.
+    redact_text(text) -> str          any text: flags, env and k=v/JSON/YAML/Python-repr styles,
+                                      URL credentials, bearer/basic headers, known token shapes
+    redact_obj(value) -> value        a JSON-able value: strings redacted, values under secret keys masked
+    redact_argv(argv) -> list[str]    a process's argv: the value after a secret flag masked
+    redact_files(files) -> files      a bundle's files, each redacted by its kind
+    redact_cmdline / redact_url / redact_value / filter_env / is_secret_name: the pieces
+    terminal_safe(text) -> str        control and escape sequences removed (OSC 52, titles, CSI)
 
 A bundle is meant to be attached to a public bug report, so anything that looks like a secret is
-replaced by `<redacted>`, and credentials inside URLs (`http_proxy=http://user:pw@proxy:3128`) are
-cut out, whatever the variable is called.
+replaced by `<redacted>`, whatever its style. The rule is deliberately wide (a `--ssl-keyfile-password`
+or a `"sessionToken"` key is masked) and deliberately narrow on names that only look alike
+(`TOKENIZERS_PARALLELISM`, `max_prefill_tokens`, `--ssl-keyfile`, `hf_transfer` are kept): names are
+split into words and a word decides. Every pattern here is linear in the text's length (no nested
+quantifiers, bounded repeats): redaction runs on logs of megabytes inside the watched server's node.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 from hangwatch.model import Verdict
 
 __all__ = [
-    "REDACTED", "filter_env", "is_secret_name", "redact_cmdline", "redact_env_text", "redact_string", "redact_text",
-    "redact_url", "redact_value", "redacted", "redacted_verdict",
+    "REDACTED", "filter_env", "is_allowed_name", "is_secret_name", "redact_argv", "redact_cmdline",
+    "redact_env_text", "redact_files", "redact_obj", "redact_text", "redact_url", "redact_urls", "redact_value",
+    "redact_string", "redacted", "redacted_verdict", "terminal_safe",
 ]  # fmt: skip
 
 REDACTED = "<redacted>"
@@ -40,24 +47,27 @@ _ALLOWED_NAMES = frozenset(
 )
 # proxies decide whether weights and JIT downloads can run at all; any case is honoured by tools
 _PROXY_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
-# `TOKEN(?!IZER)`: TOKENIZERS_PARALLELISM is a setting, not a secret
-_SECRET_NAME = re.compile(r"TOKEN(?!IZER)|KEY|SECRET|PASSWORD|PASSWD|CREDENTIAL|AUTH", re.I)
-_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token"})
-_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")  # lookbehind: linear on long lines
-_USERINFO = re.compile(r"(://)[^/@\s]*@")
-_BARE_USERINFO = re.compile(r"^[^\s/@]+@(?=[\w.\-\[\]:]+/?$)")  # `user:pw@proxy:3128`, no scheme
-_ENV_LINE = re.compile(r"^(?P<lead>\s*(?:export\s+)?)(?P<name>[A-Za-z_][A-Za-z0-9_.\-]*)=(?P<value>.*)$")
-# a flag whose dash-separated words include a secret word: `--api-key`, `--hf-token`, `--ssl-keyfile-password`
-_SECRET_FLAG = re.compile(
-    r"(?P<flag>(?<![\w-])--?(?:[\w]+-)*(?:key|token|secret|password|passwd|credentials?|auth)(?:-[\w]+)*)"
-    r"(?P<sep>=|\s+)(?P<value>(?!-)(?:'[^']*'|\"[^\"]*\"|\S+))",
-    re.I,
+
+# ---------------------------------------------------------------- names
+
+# A name is split into words (`HF_TOKEN`, `hf-token`, `apiKey`, `x.secret`); one secret word makes it secret.
+_SECRET_WORDS = frozenset(
+    "token key secret secrets password passwd pwd passphrase credential credentials auth authorization "
+    "authentication oauth bearer cookie apikey privatekey accesskey secretkey authtoken "
+    "accesstoken sessiontoken refreshtoken clientsecret".split()
 )
+# compound words without a separator (`OPENAI_APIKEY`, `authToken` handled by the camel split)
+_SECRET_SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
+_WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
 def is_secret_name(name: str) -> bool:
-    """`HF_TOKEN`, `WANDB_API_KEY`, `DB_PASSWORD`, ... (the name, not the value, decides)."""
-    return bool(_SECRET_NAME.search(name))
+    """`HF_TOKEN`, `WANDB_API_KEY`, `--hf-token`, `"apiKey"` -> True; `TOKENIZERS_PARALLELISM`, `max_tokens` -> False."""
+    for word in _WORD_SPLIT.split(name[:200]):
+        low = word.lower()
+        if low in _SECRET_WORDS or (len(low) > 5 and low.endswith(_SECRET_SUFFIXES)):
+            return True
+    return False
 
 
 def is_allowed_name(name: str) -> bool:
@@ -70,11 +80,22 @@ def filter_env(env: Mapping[str, str]) -> dict[str, str]:
 
 
 def redact_value(name: str, value: str) -> str:
+    """The value of variable `name`: masked when the name is secret, else with its secrets masked."""
     if is_secret_name(name):
         return REDACTED
     if name.lower() in _PROXY_NAMES and "://" not in value:
         value = _BARE_USERINFO.sub("", value)
-    return redact_urls(value)
+    return redact_text(value)
+
+
+# ---------------------------------------------------------------- URLs
+
+_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code"})
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+")  # lookbehind: linear on long lines
+_USERINFO = re.compile(r"(://)[^/@\s]*@")
+_BARE_USERINFO = re.compile(r"^[^\s/@]+@(?=[\w.\-\[\]:]+/?$)")  # `user:pw@proxy:3128`, no scheme
+# webhook URLs whose path is the secret (Slack `/services/T/B/X`, Discord, Teams, Google Chat)
+_SECRET_PATH = re.compile(r"(?i)(/(?:services|api/webhooks|webhookb2|webhook|hooks)/).+")
 
 
 def redact_urls(text: str) -> str:
@@ -83,7 +104,7 @@ def redact_urls(text: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """`https://user:pw@host/x?token=abc&rev=main` -> `https://host/x?rev=main`."""
+    """`https://user:pw@host/x?token=abc&rev=main` -> `https://host/x?rev=main`; webhook paths masked."""
     try:
         parts = urlsplit(url)
     except ValueError:  # e.g. an unbalanced IPv6 bracket: cut the userinfo textually
@@ -91,7 +112,8 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rpartition("@")[2]
     # split by hand rather than parse_qsl/urlencode: the kept parameters stay byte-for-byte
     query = "&".join(p for p in parts.query.split("&") if p and not _secret_param(p))
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+    path = _SECRET_PATH.sub(lambda m: m[1] + REDACTED, parts.path)
+    return urlunsplit((parts.scheme, netloc, path, query, parts.fragment))
 
 
 def _secret_param(pair: str) -> bool:
@@ -99,51 +121,182 @@ def _secret_param(pair: str) -> bool:
     return name.lower() in _SECRET_PARAMS or is_secret_name(name)
 
 
-def redact_env_text(text: str) -> str:
-    """Redact `KEY=VALUE` lines by name (and URLs on any line); every line is kept."""
-    return "\n".join(_redact_env_line(line) for line in text.split("\n"))
+# ---------------------------------------------------------------- text
+
+# `--api-key X`, `--hf-token=X`, `-api_key 'X'`: any flag whose name is secret (checked by is_secret_name)
+_FLAG = re.compile(r"(?<![\w-])(?P<flag>--?[A-Za-z][\w.-]{0,80})(?P<sep>=|[ \t]+)(?P<value>(?!-)(?:'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^\s'\"]+))")
+# `name=value`, `name = value`, `'name': value`, `"name": "value"`, `NAME: value` (YAML), `name=['v']` (vLLM's
+# `non-default args: {...}` dict repr). The name must be secret; the callback leaves others untouched, and
+# the name pattern cannot swallow a call (`server_args=ServerArgs(api_key='x')` is two assignments).
+_ASSIGN = re.compile(
+    r"(?P<q>['\"]?)(?P<name>(?<![\w.-])[A-Za-z_][\w.-]{0,80})(?P=q)(?P<sep>[ \t]{0,4}[=:][ \t]{0,4})"
+    r"(?P<value>'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|\[[^\]\n]{0,4096}\]|[^\s,;&'\"()\[\]{}<>]+)"
+)
+_KEEP_VALUES = frozenset({"None", "none", "null", "''", '""', "[]", "false", "False", "true", "True"})
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token|digest)([ \t]+)[A-Za-z0-9._~+/=:-]{4,}")
+# credentials with a recognisable shape, wherever they stand: `token hf_...`, a bare AWS key id, a JWT
+_TOKEN_SHAPES = re.compile(
+    r"(?<![A-Za-z0-9_-])(?:"
+    r"hf_[A-Za-z0-9]{10,}"
+    r"|(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[0-9A-Z]{16,}"
+    r"|sk-[A-Za-z0-9_-]{10,}"
+    r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{10,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abposre]-[A-Za-z0-9-]{8,}|xapp-[A-Za-z0-9-]{8,}"
+    r"|glpat-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{30,}"
+    r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{0,2000}"
+    r")(?![A-Za-z0-9_])"
+)
+_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[^-]{0,65536}(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?")
+# lower-case prefixes that also start ordinary identifiers: a token mixes case or has digits
+_IDENT_LIKE = ("hf_", "sk-")
 
 
-redact_text = redact_env_text  # the name docs/architecture.md uses
+def redact_text(text: str) -> str:
+    """Secrets in any text masked: flags, assignments in every style, URLs, auth headers, token shapes."""
+    if not text:
+        return text
+    text = _PRIVATE_KEY.sub(REDACTED, text)
+    text = redact_urls(text)
+    text = _FLAG.sub(_flag, text)
+    text = _AUTH_HEADER.sub(_auth_header, text)
+    text = _ASSIGN.sub(_assign, text)
+    return _TOKEN_SHAPES.sub(_token, text)
 
 
-def _redact_env_line(line: str) -> str:
-    m = _ENV_LINE.match(line)
-    if not m:
-        return redact_urls(line)
-    return f"{m['lead']}{m['name']}={redact_value(m['name'], m['value'])}"
+redact_env_text = redact_text  # env.txt lines are `KEY=VALUE` text like any other
+
+
+def _flag(m: re.Match[str]) -> str:
+    if not is_secret_name(m["flag"]) or m["value"] == REDACTED:
+        return m[0]
+    return f"{m['flag']}{m['sep']}{REDACTED}"
+
+
+def _assign(m: re.Match[str]) -> str:
+    value = m["value"]
+    if not is_secret_name(m["name"]) or value in _KEEP_VALUES or REDACTED in value or value.lower() in _SCHEMES:
+        return m[0]
+    if value[0] in "'\"" and len(value) >= 2:
+        masked = f"{value[0]}{REDACTED}{value[0]}"
+    elif value[0] == "[":
+        masked = f"['{REDACTED}']"
+    else:
+        masked = REDACTED
+    return f"{m['q']}{m['name']}{m['q']}{m['sep']}{masked}"
+
+
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+
+
+def _auth_header(m: re.Match[str]) -> str:
+    if m[0].endswith(REDACTED) or (m[1].lower() != "bearer" and not _looks_random(m[0].split()[-1])):
+        return m[0]  # "token budget", "basic usage": prose, not a credential
+    return f"{m[1]}{m[2]}{REDACTED}"
+
+
+def _token(m: re.Match[str]) -> str:
+    value = m[0]
+    if value.startswith(_IDENT_LIKE) and not _looks_random(value[3:]):
+        return value  # `hf_transfer`, `sk-learn-compat`: identifiers, not keys
+    return REDACTED
+
+
+def _looks_random(value: str) -> bool:
+    """Mixed case or digits among letters, of a credential's length: `hf_aB3...`, not `hf_overrides`."""
+    return len(value) >= 8 and (any(c.isdigit() for c in value) or (value.lower() != value and value.upper() != value))
 
 
 def redact_cmdline(cmdline: str) -> str:
     """`--api-key sk-1 --tp 2` -> `--api-key <redacted> --tp 2`; URLs lose their credentials."""
-    redacted = _SECRET_FLAG.sub(lambda m: f"{m['flag']}{m['sep']}{REDACTED}", cmdline)
-    return redact_urls(redacted)
+    return redact_text(cmdline)
 
 
-# redact_env_text looks at `KEY=VALUE` at the start of a line; verdict messages quote log lines
-# mid-sentence ("... HF_TOKEN=hf_x"), and headers may be quoted too ("Authorization: Bearer x").
-_INLINE_ASSIGN = re.compile(r"\b(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>\"[^\"]*\"|'[^']*'|[^\s,;&\"']+)")
-_BEARER = re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+")
+def redact_argv(argv: Sequence[str]) -> list[str]:
+    """`["--api-key", "sk-1", "--tp", "2"]` -> `["--api-key", "<redacted>", "--tp", "2"]`, each word redacted too."""
+    out: list[str] = []
+    secret_next = False
+    for arg in argv:
+        arg = str(arg)
+        if secret_next and not arg.startswith("-"):
+            out.append(REDACTED)
+        else:
+            out.append(redact_text(arg))
+        secret_next = arg.startswith("-") and "=" not in arg and is_secret_name(arg)
+    return out
+
+
+# ---------------------------------------------------------------- structured values and files
+
+
+def redact_obj(value: Any, _key: str | None = None, _depth: int = 0) -> Any:
+    """A copy of JSON-able `value`: strings redacted, values under a secret key masked, argv lists by flag."""
+    if _depth > 64:
+        return REDACTED  # deeper than any evidence we write: not worth walking
+    if _key is not None and is_secret_name(_key) and isinstance(value, (str, int, float, list)) and value not in (None, "", []):
+        return REDACTED if not isinstance(value, list) else [REDACTED]
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, Mapping):
+        return {redact_text(k) if isinstance(k, str) else k: redact_obj(v, k if isinstance(k, str) else None, _depth + 1)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if _key in ("cmdline", "argv", "args") and all(isinstance(v, str) for v in value):
+            return redact_argv(value)
+        return [redact_obj(v, None, _depth + 1) for v in value]
+    return value
+
+
+def redact_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
+    """Bundle files with secrets masked in each: JSON by structure, text by line, binary as it is."""
+    return {name: _redact_file(name, data) for name, data in files.items()}
+
+
+def _redact_file(name: str, data: bytes) -> bytes:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = data.decode("utf-8", "surrogateescape")  # a log with a stray byte is still a log: redact it
+        if "\x00" in text[:4096]:
+            return data  # binary: no text secret to find, and re-encoding would change it
+        return redact_text(text).encode("utf-8", "surrogateescape")
+    if name.endswith(".json"):
+        # Redact inside the parsed strings: a text substitution could eat a closing quote.
+        try:
+            return json.dumps(redact_obj(json.loads(text)), indent=1).encode()
+        except (ValueError, RecursionError):
+            pass
+    if name == "cmdline.txt" and "\x00" in text:  # /proc/PID/cmdline form
+        return "\x00".join(redact_argv(text.split("\x00"))).encode()
+    return redact_text(text).encode("utf-8")
 
 
 def redact_string(text: str) -> str:
-    """`KEY=VALUE` (anywhere), secret flags (`--api-key X`), bearer tokens and URL credentials masked."""
-    text = redact_cmdline(redact_env_text(text))
-    text = _INLINE_ASSIGN.sub(lambda m: f"{m['name']}={REDACTED}" if is_secret_name(m["name"]) else m[0], text)
-    return _BEARER.sub(lambda m: f"{m[1]}{REDACTED}", text)
+    """The name the sinks use for `redact_text`."""
+    return redact_text(text)
 
 
 def redacted(value: Any) -> Any:
-    """A copy of JSON-able `value` with secrets masked in every string (keys included)."""
-    if isinstance(value, str):
-        return redact_string(value)
-    if isinstance(value, Mapping):
-        return {redacted(k) if isinstance(k, str) else k: redacted(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [redacted(v) for v in value]
-    return value
+    """The name the sinks use for `redact_obj`."""
+    return redact_obj(value)
 
 
 def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
     """`Verdict.to_dict()` with secrets masked: what every sink publishes."""
-    return redacted(verdict.to_dict())
+    return redact_obj(verdict.to_dict())
+
+
+# ---------------------------------------------------------------- terminal
+
+# ESC [ ... final (CSI), ESC ] ... BEL/ST (OSC: titles, OSC 52 clipboard, hyperlinks), ESC P/X/^/_ ... ST,
+# two-byte ESC sequences, C1 controls (0x80-0x9f, incl. the 8-bit CSI 0x9b) and C0 controls but \t and \n.
+_ESCAPES = re.compile(
+    r"\x1b\[[0-?]{0,64}[ -/]{0,8}[@-~]?"
+    r"|\x1b[\]PX^_][^\x07\x1b\x9c]{0,65536}(?:\x07|\x1b\\|\x9c)?"
+    r"|\x1b[ -~]?"
+    r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
+
+
+def terminal_safe(text: str) -> str:
+    """`text` without terminal control sequences: a bundle's strings cannot retitle or write the clipboard."""
+    return _ESCAPES.sub("", text)

@@ -10,7 +10,7 @@ from typing import Mapping
 
 from hangwatch.bundle.archive import safe_name
 from hangwatch.errors import BundleError
-from hangwatch.redact import redact_cmdline, redact_env_text
+from hangwatch.redact import redact_files
 
 __all__ = ["bundle_tarball_bytes", "write_bundle"]
 
@@ -44,18 +44,10 @@ def bundle_tarball_bytes(files: Mapping[str, bytes], top: str = "hangwatch-bundl
 
 
 def _prepare(files: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Names checked, env.txt and cmdline.txt redacted (a bundle goes into bug reports)."""
+    """Names checked, every file redacted (a bundle goes into public bug reports)."""
     if "meta.json" not in files:
         raise BundleError("refusing to write a bundle without meta.json")
-    out: dict[str, bytes] = {}
-    for name, data in files.items():
-        safe = safe_name(name)
-        if safe == "env.txt":
-            data = redact_env_text(data.decode("utf-8", "replace")).encode("utf-8")
-        elif safe == "cmdline.txt":
-            data = redact_cmdline(data.decode("utf-8", "replace")).encode("utf-8")
-        out[safe] = data
-    return out
+    return redact_files({safe_name(name): data for name, data in files.items()})
 
 
 def _top_name(dest: Path) -> str:

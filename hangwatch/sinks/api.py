@@ -28,7 +28,7 @@ from hangwatch._version import __version__
 from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Verdict
-from hangwatch.redact import redact_string, redacted, redacted_verdict
+from hangwatch.redact import redact_files, redact_string, redacted, redacted_verdict
 from hangwatch.sinks.metrics import make_registry
 from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
 from hangwatch.watch.published import WatchView
@@ -186,7 +186,7 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
              response_class=Response, responses={200: {"content": {"application/gzip": {}}}})
     def bundle() -> Response:
-        data = bundle_tarball_bytes(redacted_files(view.bundle_files()))
+        data = bundle_tarball_bytes(view.bundle_files())  # redacted by the writer, like every bundle
         name = f"hangwatch-{_safe(view.server_name)}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.tar.gz"
         return Response(data, media_type="application/gzip",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -215,22 +215,8 @@ class _VerdictCache:
 
 
 def redacted_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
-    """Bundle files with secrets masked in every text file; binary files pass as they are."""
-    return {name: _redacted_file(name, data) for name, data in files.items()}
-
-
-def _redacted_file(name: str, data: bytes) -> bytes:
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return data
-    if name.endswith(".json"):
-        # Redact inside the parsed strings: a text substitution could eat a closing quote.
-        try:
-            return json.dumps(redacted(json.loads(text)), indent=1).encode()
-        except ValueError:
-            pass
-    return redact_string(text).encode("utf-8")
+    """Bundle files with secrets masked (hangwatch.redact.redact_files)."""
+    return redact_files(files)
 
 
 def _json_response(body: dict[str, Any], status: int, headers: dict[str, str] | None = None) -> Response:

@@ -23,6 +23,7 @@ import psutil
 from hangwatch.engines import ENGINES
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import ProcessRecord
+from hangwatch.redact import redact_cmdline
 
 __all__ = ["ProcessSampler", "process_role", "read_io_bytes", "read_process", "read_procs"]
 
@@ -194,7 +195,7 @@ def _cmdline(proc: psutil.Process) -> str:
     while argv and not argv[-1]:
         argv.pop()
     if argv:
-        return shlex.join(argv)
+        return redact_cmdline(shlex.join(argv))  # redacted when read: a record's cmdline ends up in bundles
     name = _field(proc.name)
     return f"[{name}]" if name else ""  # a kernel thread or a zombie, shown as ps does
 

@@ -109,7 +109,7 @@ def test_redact_env_text_keeps_every_line() -> None:
     assert redact_env_text(text).split("\n") == [
         "NCCL_DEBUG=INFO",
         "export HF_TOKEN=<redacted>",
-        "WANDB_API_KEY=<redacted>",
+        "WANDB_API_KEY='<redacted>'",
         "TOKENIZERS_PARALLELISM=false",
         "MY_DB_PASSWORD=<redacted>",
         "https_proxy=http://proxy:3128",
