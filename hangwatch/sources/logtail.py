@@ -2,12 +2,20 @@
 
 Starting on a large existing log seeks to its last few MiB (never reads the whole file); a
 rotated log (new inode at the path) is read from its start after the old file is drained; a
-truncated log (copytruncate, `> server.log`) is read again from offset 0.
+truncated log (copytruncate, `> server.log`) is read again from offset 0, also when the new
+content outgrew the old offset within one tick (the file's first bytes changed).
+
+The path is not trusted: whoever can write the log's folder could swap the log for a link to a
+file only hangwatch may read (it then serves the log on /bundle), or for a FIFO that blocks
+`open()` for ever. So the path is resolved once, at the first open; every later open is
+`O_NOFOLLOW | O_NONBLOCK` on that resolved path, and only a regular file owned by the first
+file's owner is read. Anything else is reported as unavailable, and the loop goes on.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 from typing import BinaryIO
 
 from hangwatch.errors import SourceUnavailable
@@ -16,6 +24,8 @@ __all__ = ["LogTail"]
 
 _MAX_READ = 4 * 2**20  # bytes per call: one tick must stay cheap even when the log floods
 _MAX_PENDING = 1 * 2**20  # a "line" without "\n" this long is returned anyway (a stuck tqdm bar)
+_HEAD = 1024  # bytes of the file's start kept as its fingerprint (truncated and regrown within a tick)
+_OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 
 
 class LogTail:
@@ -38,6 +48,8 @@ class LogTail:
         self._pending = b""
         self._skip_to_newline = False  # after a mid-file start: drop the partial first line
         self._first_open = True
+        self._owner: int | None = None  # uid of the first file opened: a swapped-in file must have it too
+        self._head = b""
         self._open_at_start()
 
     @property
@@ -76,17 +88,34 @@ class LogTail:
             self._first_open = False  # a log created after we started is read from its start
 
     def _open(self) -> bool:
-        try:
-            self._fh = open(self.path, "rb")  # noqa: SIM115 - kept open across calls, closed in close()
-        except FileNotFoundError:
-            return False  # not written yet: the server has not started logging
-        except OSError as exc:
-            raise SourceUnavailable("log", f"cannot read {self.path}: {exc.strerror or exc}", "run hangwatch as the server's user, or pass --log") from exc
+        fh = self._open_file()
+        if fh is None:
+            return False
+        self._fh, self._head = fh, b""
         self._pos, self._pending = 0, b""
         if self._first_open:
             self._first_open = False
             self._seek_tail()
         return True
+
+    def _open_file(self) -> BinaryIO | None:
+        """The log opened safely, or None when it does not exist (yet); SourceUnavailable when refused."""
+        if self._owner is None:
+            self.path = os.path.realpath(self.path)  # a link given by the user is followed once, here
+        try:
+            fd = os.open(self.path, _OPEN_FLAGS)
+        except FileNotFoundError:
+            return None  # not written yet: the server has not started logging
+        except OSError as exc:
+            why = "it is now a symbolic link" if exc.errno == 40 else exc.strerror or str(exc)  # ELOOP
+            raise SourceUnavailable("log", f"cannot read {self.path}: {why}", "run hangwatch as the server's user, or pass --log") from exc
+        st = os.fstat(fd)
+        problem = _refusal(st, self._owner)
+        if problem:
+            os.close(fd)
+            raise SourceUnavailable("log", f"refusing to read {self.path}: {problem}", "the log path was replaced; pass --log")
+        self._owner = st.st_uid
+        return os.fdopen(fd, "rb")
 
     def _seek_tail(self) -> None:
         assert self._fh is not None
@@ -99,8 +128,8 @@ class LogTail:
     def _read_current(self) -> bytes:
         assert self._fh is not None
         size = os.fstat(self._fh.fileno()).st_size
-        if size < self._pos:  # truncated in place
-            self._pos, self._pending, self._skip_to_newline = 0, b"", False
+        if size < self._pos or not self._same_head():  # truncated in place (and maybe regrown since)
+            self._pos, self._pending, self._skip_to_newline, self._head = 0, b"", False, b""
         if size == self._pos:
             return b""
         self._fh.seek(self._pos)
@@ -108,6 +137,16 @@ class LogTail:
         self._pos += len(data)
         self.bytes_seen += len(data)
         return data
+
+    def _same_head(self) -> bool:
+        """The file still starts with the bytes it started with; the fingerprint grows up to _HEAD."""
+        assert self._fh is not None
+        fd = self._fh.fileno()
+        if self._head and os.pread(fd, len(self._head), 0) != self._head:
+            return False
+        if len(self._head) < _HEAD:
+            self._head = os.pread(fd, _HEAD, 0)
+        return True
 
     def _rotated(self) -> bool:
         """True (and reopened) when the path now names another file than the one we read."""
@@ -122,10 +161,15 @@ class LogTail:
         if (now.st_ino, now.st_dev) == (held.st_ino, held.st_dev):
             return False
         tail = self._pending
+        try:
+            fresh = self._open_file()  # before closing the old one: a refused swap keeps what we had
+        except SourceUnavailable:
+            return False
+        if fresh is None:
+            return False
         self.close()
         self.rotations += 1
-        if not self._open():
-            return False
+        self._fh, self._head, self._pos, self._pending = fresh, b"", 0, b""
         # the old file's unfinished last line ended with that file: flush it as a line of its own
         self._pending = tail + b"\n" if tail else b""
         return True
@@ -143,3 +187,11 @@ class LogTail:
             end = len(data)  # a line that never ends must not grow without bound
         self._pending = data[end:]
         return data[:end]
+
+
+def _refusal(st: os.stat_result, owner: int | None) -> str | None:
+    if not stat.S_ISREG(st.st_mode):
+        return "not a regular file (a FIFO, device or socket would block or never end)"
+    if owner is not None and st.st_uid != owner:
+        return f"owned by uid {st.st_uid}, not by uid {owner} like the log it replaced"
+    return None
