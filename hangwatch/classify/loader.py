@@ -19,13 +19,7 @@ from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
 from hangwatch.classify.rule import DEFAULT_CONFIDENCE, Rule
 from hangwatch.classify.template import check_template
-from hangwatch.classify.values import (
-    Site,
-    parse_bool,
-    parse_choice,
-    parse_duration,
-    parse_names,
-)
+from hangwatch.classify.values import Site, clip_repr, parse_bool, parse_choice, parse_duration, parse_names
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
 
@@ -89,11 +83,22 @@ RuleYamlLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 RuleYamlLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
 
 
+MAX_YAML_NODES = 100_000  # nodes after alias expansion: the shipped rules hold ~20 000 together
+MAX_YAML_DEPTH = 64  # a rule's `when` nests a handful of levels
+
+
 def parse_yaml(text: str, path: str) -> Any:
+    """The YAML document, bounded: aliases may not expand it past MAX_YAML_NODES, nor nest past MAX_YAML_DEPTH."""
     loader = RuleYamlLoader(text)
     loader.path = path
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, loader)
+        return loader.construct_document(node)
+    except RecursionError:
+        raise RuleError(f"YAML: nested more than {MAX_YAML_DEPTH} levels deep", RuleLocation(path)) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = _at(path, mark) if mark else RuleLocation(path)
@@ -102,6 +107,22 @@ def parse_yaml(text: str, path: str) -> Any:
         raise RuleError(f"YAML: {exc}", RuleLocation(path)) from exc
     finally:
         loader.dispose()
+
+
+def _check_size(root: yaml.Node, loader: RuleYamlLoader) -> None:
+    """Walk the node graph as construction would expand it, aliases counted each time they are used."""
+    stack, count = [(root, 0)], 0
+    while stack:
+        node, depth = stack.pop()
+        count += 1
+        if count > MAX_YAML_NODES:
+            raise RuleError(f"YAML: expands to more than {MAX_YAML_NODES} nodes (aliases that multiply?)", loader.at(node.start_mark))
+        if depth > MAX_YAML_DEPTH:
+            raise RuleError(f"YAML: nested more than {MAX_YAML_DEPTH} levels deep", loader.at(node.start_mark))
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend((part, depth + 1) for pair in node.value for part in pair)
 
 
 def site_of(raw: Any, loc: RuleLocation, name: str = "") -> Site:
@@ -172,13 +193,13 @@ def _text(raw: Any, site: Site) -> str:
 
 def _rule_id(raw: Any, site: Site) -> str:
     if not isinstance(raw, str) or not _RULE_ID.match(raw):
-        raise RuleError(f"bad rule id {raw!r} (lowercase letters, digits and '-')", site.loc)
+        raise RuleError(f"bad rule id {clip_repr(raw)} (lowercase letters, digits and '-')", site.loc)
     return raw
 
 
 def _confidence(raw: Any, site: Site) -> float:
     if isinstance(raw, bool) or not isinstance(raw, (int, float)) or not 0 <= raw <= 1:
-        raise RuleError(f"confidence must be a number from 0 to 1, got {raw!r}", site.loc)
+        raise RuleError(f"confidence must be a number from 0 to 1, got {clip_repr(raw)}", site.loc)
     return float(raw)
 
 
@@ -191,7 +212,7 @@ def _message(raw: Any, site: Site) -> str:
 def _references(raw: Any, site: Site) -> tuple[str, ...]:
     items = raw if isinstance(raw, list) else [raw]
     if not items or not all(isinstance(item, str) and item for item in items):
-        raise RuleError(f"'references' needs a link or a list of links, got {raw!r}", site.loc)
+        raise RuleError(f"'references' needs a link or a list of links, got {clip_repr(raw)}", site.loc)
     return tuple(items)
 
 

@@ -6,10 +6,12 @@ A comparison mapping may hold several operators; all must hold (`{gte: 2, lte: 8
 from __future__ import annotations
 
 import re
+import reprlib
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping
 
 from hangwatch.errors import RuleError, RuleLocation
+from hangwatch.classify.regexcheck import UnsafeRegex, check_linear
 
 
 def _number(value: Any) -> float | None:
@@ -96,28 +98,38 @@ def wants_absent(spec: ValueSpec) -> bool:
 
 def parse_regex(raw: Any, loc: RuleLocation) -> re.Pattern[str]:
     if not isinstance(raw, str) or not raw:
-        raise RuleError(f"expected a regex string, got {raw!r}", loc)
+        raise RuleError(f"expected a regex string, got {clip_repr(raw)}", loc)
     try:
+        check_linear(raw)
         return re.compile(raw)
-    except re.error as exc:
-        raise RuleError(f"bad regex {raw!r}: {exc}", loc) from exc
+    except (re.error, UnsafeRegex) as exc:
+        raise RuleError(f"bad regex {clip_repr(raw)}: {exc}", loc) from exc
+
+
+def clip_repr(raw: Any, limit: int = 200) -> str:
+    """`repr(raw)` cut to `limit`: a value in an error message may be an alias bomb or a 1 MB string."""
+    try:
+        text = reprlib.repr(raw) if isinstance(raw, (dict, list, tuple)) else repr(raw)
+    except RecursionError:
+        text = f"<{type(raw).__name__}>"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _operand(op: str, raw: Any, loc: RuleLocation) -> Any:
     if op in ("gt", "gte", "lt", "lte"):
         if _number(raw) is None or isinstance(raw, str):
-            raise RuleError(f"'{op}' needs a number, got {raw!r}", loc)
+            raise RuleError(f"'{op}' needs a number, got {clip_repr(raw)}", loc)
         return float(raw)
     if op == "in":
         if not isinstance(raw, list) or not raw:
-            raise RuleError(f"'in' needs a non-empty list, got {raw!r}", loc)
+            raise RuleError(f"'in' needs a non-empty list, got {clip_repr(raw)}", loc)
         return tuple(raw)
     if op == "present" and not isinstance(raw, bool):
-        raise RuleError(f"'present' needs true or false, got {raw!r}", loc)
+        raise RuleError(f"'present' needs true or false, got {clip_repr(raw)}", loc)
     if op == "matches":
         return parse_regex(raw, loc)
     if op == "eq" and isinstance(raw, (dict, list)):
-        raise RuleError(f"'eq' needs a single value, got {raw!r}", loc)
+        raise RuleError(f"'eq' needs a single value, got {clip_repr(raw)}", loc)
     return raw
 
 
@@ -150,19 +162,19 @@ def check_keys(raw: Mapping[str, Any], site: Site, allowed: Iterable[str], requi
 def parse_choice(raw: Any, choices: Iterable[str], what: str, loc: RuleLocation) -> str:
     choices = tuple(choices)
     if raw not in choices:
-        raise RuleError(f"bad {what} {raw!r} (expected one of {', '.join(choices)})", loc)
+        raise RuleError(f"bad {what} {clip_repr(raw)} (expected one of {', '.join(choices)})", loc)
     return str(raw)
 
 
 def parse_count(raw: Any, what: str, loc: RuleLocation) -> int:
     if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:
-        raise RuleError(f"'{what}' needs a positive whole number, got {raw!r}", loc)
+        raise RuleError(f"'{what}' needs a positive whole number, got {clip_repr(raw)}", loc)
     return raw
 
 
 def parse_bool(raw: Any, site: Site) -> bool:
     if not isinstance(raw, bool):
-        raise RuleError(f"'{site.name}' needs true or false, got {raw!r}", site.loc)
+        raise RuleError(f"'{site.name}' needs true or false, got {clip_repr(raw)}", site.loc)
     return raw
 
 
@@ -170,7 +182,7 @@ def parse_names(raw: Any, what: str, loc: RuleLocation, choices: Iterable[str] |
     """A name or a list of names (`roles: [scheduler, worker]`), each checked against `choices`."""
     items = raw if isinstance(raw, list) else [raw]
     if not items or not all(isinstance(item, str) for item in items):
-        raise RuleError(f"'{what}' needs a name or a list of names, got {raw!r}", loc)
+        raise RuleError(f"'{what}' needs a name or a list of names, got {clip_repr(raw)}", loc)
     if choices is not None:
         for item in items:
             parse_choice(item, choices, what, loc)
@@ -196,7 +208,7 @@ def parse_value(raw: Any, site: Site, scalar: str = "eq") -> ValueSpec:
     if isinstance(raw, Mapping):
         return parse_comparison(raw, site)
     if isinstance(raw, list) or raw is None:
-        raise RuleError(f"'{site.name}' needs a value or a comparison mapping, got {raw!r}", site.loc)
+        raise RuleError(f"'{site.name}' needs a value or a comparison mapping, got {clip_repr(raw)}", site.loc)
     if isinstance(raw, bool):
         return (Test("present", raw),)
     if scalar == "matches" and isinstance(raw, str):
@@ -214,5 +226,5 @@ def parse_duration(raw: Any, loc: RuleLocation) -> float:
         return 0.0
     found = _DURATION.match(raw) if isinstance(raw, str) else None
     if not found:
-        raise RuleError(f"bad duration {raw!r} (expected a number and a unit: '10s', '2m', '1h')", loc)
+        raise RuleError(f"bad duration {clip_repr(raw)} (expected a number and a unit: '10s', '2m', '1h')", loc)
     return float(found.group(1)) * _UNIT_S[found.group(2)]

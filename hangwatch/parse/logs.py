@@ -18,7 +18,7 @@ from hangwatch.model import LogLine, normalise_rank, rank_from_name
 
 __all__ = ["MAX_TEXT", "read_log_lines", "normalise_rank", "rank_from_name"]
 
-MAX_TEXT = 4096  # chars kept per line; a runaway line must not blow up memory or regex time
+MAX_TEXT = 1024  # chars kept per line: bounds memory and each rule regex's worst case per line (docs/serving.md)
 
 # CSI (colours, cursor moves that tqdm uses for nested bars), OSC (titles) and two-byte escapes.
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
