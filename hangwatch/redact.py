@@ -24,15 +24,30 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from hangwatch.model import Verdict
 
 __all__ = [
-    "REDACTED", "filter_env", "is_allowed_name", "is_secret_name", "redact_argv", "redact_cmdline",
-    "redact_env_text", "redact_files", "redact_obj", "redact_text", "redact_url", "redact_urls", "redact_value",
-    "redact_string", "redacted", "redacted_verdict", "terminal_safe",
+    "REDACTED",
+    "filter_env",
+    "is_allowed_name",
+    "is_secret_name",
+    "redact_argv",
+    "redact_cmdline",
+    "redact_env_text",
+    "redact_files",
+    "redact_obj",
+    "redact_string",
+    "redact_text",
+    "redact_url",
+    "redact_urls",
+    "redact_value",
+    "redacted",
+    "redacted_verdict",
+    "terminal_safe",
 ]  # fmt: skip
 
 REDACTED = "<redacted>"
@@ -42,8 +57,7 @@ _ALLOWED_PREFIXES = (
     "GLOO_", "NVIDIA_", "DG_", "DEEP_GEMM_", "TORCHINDUCTOR_", "PYTORCH_",
 )  # fmt: skip
 _ALLOWED_NAMES = frozenset(
-    "XDG_CACHE_HOME OMP_NUM_THREADS MKL_NUM_THREADS LD_PRELOAD LD_LIBRARY_PATH MASTER_ADDR MASTER_PORT WORLD_SIZE RANK "
-    "LOCAL_RANK".split()
+    ["XDG_CACHE_HOME", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "LD_PRELOAD", "LD_LIBRARY_PATH", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK"]
 )
 # proxies decide whether weights and JIT downloads can run at all; any case is honoured by tools
 _PROXY_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
@@ -52,9 +66,7 @@ _PROXY_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
 
 # A name is split into words (`HF_TOKEN`, `hf-token`, `apiKey`, `x.secret`); one secret word makes it secret.
 _SECRET_WORDS = frozenset(
-    "token key secret secrets password passwd pwd passphrase credential credentials auth authorization "
-    "authentication oauth bearer cookie apikey privatekey accesskey secretkey authtoken "
-    "accesstoken sessiontoken refreshtoken clientsecret".split()
+    ["token", "key", "secret", "secrets", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "authorization", "authentication", "oauth", "bearer", "cookie", "apikey", "privatekey", "accesskey", "secretkey", "authtoken", "accesstoken", "sessiontoken", "refreshtoken", "clientsecret"]
 )
 # compound words without a separator (`OPENAI_APIKEY`, `authToken` handled by the camel split)
 _SECRET_SUFFIXES = ("apikey", "token", "secret", "password", "passwd")

@@ -16,7 +16,8 @@ import re
 from typing import Any
 
 try:  # Python 3.11+
-    from re import _constants as _c, _parser as _p  # type: ignore[attr-defined]
+    from re import _constants as _c  # type: ignore[attr-defined]
+    from re import _parser as _p  # type: ignore[attr-defined]
 except ImportError:  # Python 3.10
     import sre_constants as _c  # type: ignore[no-redef]
     import sre_parse as _p  # type: ignore[no-redef]
@@ -47,7 +48,7 @@ def _walk(items: list[tuple[Any, Any]], inside_repeat: bool) -> bool:
         if op in _ATOMIC:
             continue  # possessive and atomic groups never backtrack into themselves
         if op in _REPEATS:
-            low, high, sub = av
+            _low, high, sub = av
             many = high is _c.MAXREPEAT or high > 1
             if many and inside_repeat:
                 raise UnsafeRegex("a repeat inside a repeat (like '(a+)+') can backtrack exponentially")

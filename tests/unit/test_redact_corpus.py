@@ -12,7 +12,14 @@ import json
 
 import pytest
 
-from hangwatch.redact import REDACTED, redact_argv, redact_files, redact_obj, redact_text, terminal_safe
+from hangwatch.redact import (
+    REDACTED,
+    redact_argv,
+    redact_files,
+    redact_obj,
+    redact_text,
+    terminal_safe,
+)
 
 # (text as a server, a launcher or a user writes it, the secret value that must not survive)
 CORPUS: list[tuple[str, str]] = [
@@ -27,8 +34,8 @@ CORPUS: list[tuple[str, str]] = [
     ("SGLANG_REMOTE=s3://bucket/x?X-Amz-Signature=sigSECRET123&keep=1", "sigSECRET123"),
     ("server_args=ServerArgs(api_key='sk-logSECRETkey', hf_token='hf_logSECRETtok', tp_size=2)", "sk-logSECRETkey"),
     ("server_args=ServerArgs(model_path='m', hf_token='hf_logSECRETtok2')", "hf_logSECRETtok2"),
-    ("(APIServer pid=1) INFO 08-14 10:01:27 [api_utils.py:273] non-default args: {'model_tag': 'm', "
-     "'api_key': ['sk-vllmSECRETkey']}", "sk-vllmSECRETkey"),
+    (("(APIServer pid=1) INFO 08-14 10:01:27 [api_utils.py:273] non-default args: {'model_tag': 'm', "
+      "'api_key': ['sk-vllmSECRETkey']}"), "sk-vllmSECRETkey"),
     ('{"api_key": "jsonSECRETvalue", "tp": 2}', "jsonSECRETvalue"),
     ('{"HF_TOKEN":"jsonSECRET2"}', "jsonSECRET2"),
     ("HF_TOKEN: yamlSECRETvalue", "yamlSECRETvalue"),
