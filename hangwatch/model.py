@@ -244,9 +244,11 @@ class Fact:
 
     text: str
     source: Source
+    # "root": the line that started the failure; "consequence": a line that followed it; None: not a failure
+    role: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"text": self.text, "source": str(self.source)}
+        return {"text": self.text, "source": str(self.source), "role": self.role}
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,26 @@ class RunnerUp:
     cause: str
     rule: str
     confidence: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One cause of the differential: how likely, what speaks for and against it, and the one
+    check that tells it from the next candidate."""
+
+    cause: str
+    confidence: float
+    rule: str | None
+    evidence_for: tuple[str, ...] = ()
+    evidence_against: tuple[str, ...] = ()
+    check: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause, "confidence": round(self.confidence, 2), "rule": self.rule,
+            "evidence_for": list(self.evidence_for), "evidence_against": list(self.evidence_against),
+            "check": self.check,
+        }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -274,6 +296,7 @@ class Verdict:
     since_s: float | None = None  # seconds since the last progress (when the stall began)
     engine: str | None = None
     references: tuple[str, ...] = ()
+    candidates: tuple[Candidate, ...] = ()  # the differential: up to 3 causes, best first
 
     @property
     def confidence_label(self) -> str:
@@ -302,6 +325,7 @@ class Verdict:
             "since_s": None if self.since_s is None else round(self.since_s, 1),
             "engine": self.engine,
             "references": list(self.references),
+            "candidates": [candidate.to_dict() for candidate in self.candidates],
         }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from hangwatch.classify import atoms_phase, atoms_stack, atoms_system, atoms_text
+from hangwatch.classify import atoms_error, atoms_phase, atoms_stack, atoms_system, atoms_text
 from hangwatch.classify.conditions import AtomFn
 from hangwatch.classify.values import Site
 
@@ -20,18 +20,21 @@ ATOMS: dict[str, AtomFn] = {
     **atoms_phase.ATOMS,
     **atoms_stack.ATOMS,
     **atoms_system.ATOMS,
+    **atoms_error.ATOMS,
 }
 ARGS: dict[str, ArgParser] = {
     **atoms_text.ARGS,
     **atoms_phase.ARGS,
     **atoms_stack.ARGS,
     **atoms_system.ARGS,
+    **atoms_error.ARGS,
 }
 PREFIXES = ("flag.", "env.", "meta.")
 
 # The evidence file an atom reads, to tell what is missing (`None`: always there).
 _EVIDENCE = {
     "log": "log",
+    "error": "log",
     "phase": "log",
     "stack": "stacks",
     "gpu": "gpus",

@@ -6,11 +6,13 @@ with `rank_matches`, then decides the state (docs/rules.md, "How a verdict is ch
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.context import MAIN, RANK_ROLES, Context, label_order
+from hangwatch.classify.atoms_error import failure_fact
+from hangwatch.classify.differential import candidates_for, cites, consequence_only
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
 from hangwatch.model import (
@@ -98,14 +100,26 @@ def match_rule(rule: Rule, ctx: Context) -> Match | None:
         return None
     # a progressing rule's hold is on the log's silence (still_moving), not on the quiet time
     held = rule.state is State.PROGRESSING or hold_passed(rule, ctx.quiet_s)
-    return Match(rule, outcome.facts, outcome.culprits, outcome.values, outcome.atoms, held)
+    facts = tuple(_with_role(fact, ctx) for fact in outcome.facts)
+    return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held)
+
+
+def _with_role(fact: Fact, ctx: Context) -> Fact:
+    """A log fact on a failure's lines says whether that failure started it or followed."""
+    if fact.role is not None or fact.source.file != "server.log" or fact.source.line is None:
+        return fact
+    role = ctx.failure_roles.get(fact.source.line)
+    return replace(fact, role=role) if role else fact
 
 
 def rank_matches(matches: Iterable[Match]) -> list[Match]:
-    """Held before pending; then confidence, specificity, severity; the rule id breaks ties."""
+    """Held before pending; a match that only cites what followed the first failure after the
+    rest (first failure wins); then confidence, specificity, severity; the rule id breaks ties."""
     return sorted(
         matches,
-        key=lambda m: (not m.held, -m.rule.confidence, -m.specificity, -m.rule.severity_rank, m.rule.id),
+        key=lambda m: (
+            not m.held, consequence_only(m.facts), -m.rule.confidence, -m.specificity, -m.rule.severity_rank, m.rule.id
+        ),
     )
 
 
@@ -184,13 +198,27 @@ def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Conte
     near = [m.rule for m in ranked]
     culprits = culprits_for(winner, ranked)
     facts = winner.facts + tuple(f for m in ranked if m is not winner and m.culprits == culprits != winner.culprits for f in m.facts)
+    facts = _root_first(facts, ctx)
+    candidates = candidates_for(ranked, ctx)
+    confidence = candidates[0].confidence if candidates and candidates[0].rule == rule.id else rule.confidence
     return Verdict(
-        state=state, cause=rule.cause, confidence=rule.confidence, rule=rule.id, title=rule.title,
+        state=state, cause=rule.cause, confidence=confidence, rule=rule.id, title=rule.title,
         message=render(rule.message, winner.values, ctx, culprits) if rule.message else None,
         evidence=facts[:MAX_FACTS], remedy=rule.remedy, ranks=culprits,
         runners_up=_runners_up(ranked, winner), missing=missing_for(ctx, near),
-        references=rule.references, **_common(ctx),
+        references=rule.references, candidates=candidates, **_common(ctx),
     )  # fmt: skip
+
+
+def _root_first(facts: tuple[Fact, ...], ctx: Context) -> tuple[Fact, ...]:
+    """The failure that started it leads the evidence, whichever atom quoted it; a root failure
+    no atom quoted is added, so the verdict always shows where it began."""
+    root = ctx.root_failure
+    if root is None or not facts:
+        return facts
+    if not cites(facts, "root"):
+        facts = (failure_fact(root), *facts)
+    return tuple(sorted(facts, key=lambda f: 0 if f.role == "root" else 1))
 
 
 def _where_it_stands(ctx: Context) -> tuple[Fact, ...]:
@@ -213,7 +241,8 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
         state=State.STALLED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
         title="Stalled, and no rule explains it", message=message, evidence=_where_it_stands(ctx),
         remedy="Look at the evidence below, collect what is missing, and report the bundle.",
-        runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules), **_common(ctx),
+        runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
+        candidates=candidates_for(ranked, ctx), **_common(ctx),
     )  # fmt: skip
 
 

@@ -23,6 +23,7 @@ from hangwatch.model import (
     ProcessStack,
     Source,
 )
+from hangwatch.parse.failures import Failure, read_failures
 
 RANK_ROLES = frozenset({"scheduler", "worker", "engine_core"})
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
@@ -147,6 +148,25 @@ class Context:
         if pattern not in self._hits:
             self._hits[pattern] = [line for chunk in self._chunks for line in logscan.hits(chunk, pattern)]
         return self._hits[pattern]
+
+    @cached_property
+    def failures(self) -> tuple[Failure, ...]:
+        """The log's failures in order, one marked `root` (the first that is not a consequence)."""
+        return read_failures(self.evidence.log)
+
+    @cached_property
+    def root_failure(self) -> Failure | None:
+        return next((f for f in self.failures if f.role == "root"), None)
+
+    @cached_property
+    def failure_roles(self) -> dict[int, str]:
+        """Log line number -> the role of the failure that spans it."""
+        roles: dict[int, str] = {}
+        for failure in self.failures:
+            for lineno in failure.lines:
+                if roles.get(lineno) != "root":
+                    roles[lineno] = failure.role or "consequence"
+        return roles
 
     # ------------------------------------------------------------ phases
 

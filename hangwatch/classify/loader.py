@@ -25,7 +25,7 @@ from hangwatch.model import State
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 RULE_KEYS = ("id", "cause", "title", "severity", "engines", "confidence", "state", "for", "immediate",
-             "when", "message", "remedy", "references")  # fmt: skip
+             "when", "message", "remedy", "references", "check")  # fmt: skip
 REQUIRED_KEYS = ("id", "cause", "title", "severity", "when", "remedy")
 ENGINES = ("sglang", "vllm")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -229,6 +229,7 @@ FIELDS: dict[str, Callable[[Any, Site], Any]] = {
     "message": _message,
     "remedy": _text,
     "references": _references,
+    "check": _text,
 }
 
 
@@ -265,7 +266,7 @@ def compile_rule(raw: Any, loc: RuleLocation, errors: list[RuleError]) -> Rule |
         when=values["when"], remedy=values["remedy"], message=values.get("message"),
         engines=values.get("engines", ()), confidence=values.get("confidence", DEFAULT_CONFIDENCE),
         state=values.get("state"), hold_s=values.get("for", 0.0), immediate=values.get("immediate", False),
-        references=values.get("references", ()), location=loc,
+        references=values.get("references", ()), location=loc, check=values.get("check"),
     )  # fmt: skip
 
 

@@ -28,6 +28,8 @@ class Rule:
     immediate: bool = False  # the evidence proves a wait that cannot end by itself
     references: tuple[str, ...] = ()
     location: RuleLocation = RuleLocation("?")
+    # the one check that tells this cause from the next candidate (a command or flag to try)
+    check: str | None = None
 
     @property
     def severity_rank(self) -> int:

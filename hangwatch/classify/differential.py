@@ -1,0 +1,130 @@
+"""The differential: up to three causes, each with a calibrated confidence, the evidence for and
+against it, and the one check that tells it from the next.
+
+Pure functions over ranked matches (engine.rank_matches). Confidence starts at the rule's own
+(what its evidence is worth when everything it names holds) and is discounted where the match is
+weaker than the rule assumed: it only quotes what followed the first failure, or its hold time
+has not passed. docs/accuracy.md shows how these figures line up with how often they are right.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+from hangwatch.model import Candidate, Fact
+
+if TYPE_CHECKING:
+    from hangwatch.classify.context import Context
+    from hangwatch.classify.engine import Match
+
+MAX_CANDIDATES = 3
+MAX_ITEMS = 3
+# A match that quotes only lines that followed the first failure explains a consequence, not the
+# start: worth little more than a prior.
+CONSEQUENCE_ONLY_FACTOR = 0.55
+PENDING_FACTOR = 0.6  # a match whose hold has not passed yet: it may still resolve by itself
+
+# The one check per cause that tells it from its usual neighbours (a rule's `check:` overrides).
+CHECKS: dict[str, str] = {
+    "nccl_init": "rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET and read the last Bootstrap/NET line; "
+                 "set NCCL_SOCKET_IFNAME to the interface the ranks share",
+    "nccl_p2p_topology": "rerun with NCCL_P2P_DISABLE=1: if it then starts, P2P between the GPUs is broken "
+                         "(check `nvidia-smi topo -m`, IOMMU/ACS)",
+    "custom_allreduce": "restart with --disable-custom-all-reduce: if it then starts, the engine's own "
+                        "IPC all-reduce is the cause, not NCCL",
+    "nccl_version_bug": "print the NCCL version (`python -c 'import torch; print(torch.cuda.nccl.version())'`) "
+                        "and try the next NCCL release (pip install nvidia-nccl-cu12==NEWER)",
+    "multinode_rendezvous": "from each node, `nc -zv MASTER_ADDR MASTER_PORT`; check every node got the same "
+                            "--nnodes/--dist-init-addr and that all of them started",
+    "flashinfer_arch": "restart with --attention-backend triton (vLLM: VLLM_ATTENTION_BACKEND=FLASH_ATTN): if it "
+                       "then starts, the FlashInfer build lacks this GPU's architecture",
+    "arch_kernel_hang": "py-spy dump --native the busy rank: a kernel spinning at 100 % GPU on a new "
+                        "architecture; try the engine's fallback kernels for that op",
+    "jit_compile_slow": "look for nvcc/cicc/ptxas children (`ps -ef --forest`) using CPU: if they run, wait or "
+                        "pre-build the kernels; none running points to a lock instead",
+    "jit_lock_deadlock": "list lock files under ~/.cache/torch_extensions, ~/.cache/flashinfer, ~/.cache/vllm "
+                         "with no compiler running: delete the stale lock and restart",
+    "autotune_rank_desync": "compare the ranks' stacks (py-spy dump on each): ranks in different autotune "
+                            "configs; disable autotuning or pin the configs",
+    "kv_cache_alloc": "lower --mem-fraction-static / --gpu-memory-utilization (or the host KV pool size) and "
+                      "restart: if it then starts, the KV pool allocation was the cause",
+    "cuda_graph_capture": "restart with --disable-cuda-graph (vLLM: --enforce-eager): if it then starts, "
+                          "graph capture is the cause",
+    "weight_loading_io": "watch read throughput of the model directory (`iostat -x 2`, `cat /proc/PID/io`): "
+                         "copy the weights to local NVMe and compare",
+    "cpu_thread_oversubscription": "set OMP_NUM_THREADS=1 (or cores / ranks) and restart: if it then moves, "
+                                   "threads oversubscribed the CPU",
+    "dead_rank": "find the first rank that exited and why (`dmesg -T | grep -i -e oom -e killed`, its own "
+                 "traceback); the others only wait for it",
+    "shm_too_small": "`df -h /dev/shm` inside the container: under 1 GiB, start it with --shm-size=16g "
+                     "(or --ipc=host)",
+    "port_in_use": "`ss -ltnp | grep PORT` for the ports the server binds (HTTP, dist-init, ZMQ): "
+                   "another process holds one",
+    "tokenizer_or_detokenizer": "load the tokenizer alone (`AutoTokenizer.from_pretrained(MODEL)`) and time it; "
+                                "check HF_TOKEN and hub rate limits",
+    "warmup_request": "`curl -v http://127.0.0.1:PORT/get_model_info` from the host: check proxies "
+                      "(no_proxy=127.0.0.1,localhost,0.0.0.0) and what the first request does",
+    "patch_or_user_code": "py-spy dump the rank: if the innermost non-library frame is your code, start "
+                          "without the plugin/patch",
+    "driver_or_xid": "`dmesg -T | grep -i xid` and `nvidia-smi -q | grep -i -e fabric -e retired`: an Xid, "
+                     "a stopped fabric manager or a bad GPU needs a reset or reboot",
+    "unknown": "collect what is missing (stacks with `py-spy dump`, `dmesg -T`, `nvidia-smi`) and diagnose again",
+}  # fmt: skip
+
+
+def cites(facts: Iterable[Fact], role: str) -> bool:
+    return any(fact.role == role for fact in facts)
+
+
+def consequence_only(facts: Sequence[Fact]) -> bool:
+    """Quotes a failure that followed the first one, and not the first one itself."""
+    return cites(facts, "consequence") and not cites(facts, "root")
+
+
+def calibrated(match: Match) -> float:
+    confidence = match.rule.confidence
+    if consequence_only(match.facts):
+        confidence *= CONSEQUENCE_ONLY_FACTOR
+    if not match.held:
+        confidence *= PENDING_FACTOR
+    return round(confidence, 3)
+
+
+def _fact_text(fact: Fact) -> str:
+    role = f" [{fact.role}]" if fact.role else ""
+    return f"{fact.text} ({fact.source}){role}"
+
+
+def _against(match: Match, best: Match | None, ctx: Context) -> list[str]:
+    """What speaks against this cause: the first failure it does not explain, a hold not yet
+    passed, evidence that points to the cause ranked above it, and the kinds of evidence absent."""
+    out: list[str] = []
+    root = ctx.root_failure
+    if root is not None and not cites(match.facts, "root"):
+        out.append(f"does not explain the first failure: {root.text[:160]} (server.log:{root.lineno})")
+    if not match.held:
+        out.append(f"its hold ({match.rule.hold_s:.0f}s without progress) has not passed")
+    if best is not None and best is not match and best.rule.cause != match.rule.cause and best.facts:
+        out.append(f"points to {best.rule.cause} instead: {_fact_text(best.facts[0])}")
+    if ctx.only_meta:
+        out.append("nothing from the run itself (no log, stacks, GPUs or processes): a prior from the configuration")
+    return out[:MAX_ITEMS]
+
+
+def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ...]:
+    """The best match of each cause, in ranked order, at most three."""
+    seen: dict[str, Match] = {}
+    for match in ranked:
+        seen.setdefault(match.rule.cause, match)
+    best = ranked[0] if ranked else None
+    out = []
+    for match in list(seen.values())[:MAX_CANDIDATES]:
+        out.append(
+            Candidate(
+                cause=match.rule.cause, confidence=calibrated(match), rule=match.rule.id,
+                evidence_for=tuple(_fact_text(f) for f in match.facts[:MAX_ITEMS]),
+                evidence_against=tuple(_against(match, best, ctx)),
+                check=match.rule.check or CHECKS.get(match.rule.cause, ""),
+            )
+        )  # fmt: skip
+    return tuple(out)
