@@ -103,12 +103,16 @@ def _hits(pattern: re.Pattern[str], lines: tuple[LogLine, ...] | list[LogLine]) 
     return [line for line in lines if pattern.search(line.text)]
 
 
-def _found(hits: list[LogLine], pattern: re.Pattern[str] | None = None) -> AtomResult:
-    """The latest matching line is quoted: in a hang, what happened last matters most."""
+def _found(hits: list[LogLine], pattern: re.Pattern[str] | None = None, ctx: Context | None = None) -> AtomResult:
+    """The latest matching line is quoted: in a hang, what happened last matters most; but
+    where a matching line is part of the failure that started it all, that one (first failure wins)."""
     if not hits:
         return NO
     culprits = _named_ranks(pattern, hits) if pattern is not None and pattern.groupindex else ()
-    return AtomResult(True, [log_fact(hits[-1], len(hits) - 1)], culprits, values={"line": hits[-1].text})
+    quoted = hits[-1]
+    if ctx is not None and ctx.failure_roles:
+        quoted = next((line for line in hits if ctx.failure_roles.get(line.lineno) == "root"), quoted)
+    return AtomResult(True, [log_fact(quoted, len(hits) - 1)], culprits, values={"line": quoted.text})
 
 
 def _named_ranks(pattern: re.Pattern[str], hits: list[LogLine]) -> tuple[str, ...]:
@@ -127,7 +131,7 @@ def _named_ranks(pattern: re.Pattern[str], hits: list[LogLine]) -> tuple[str, ..
 
 
 def log_matches(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
-    return _found(ctx.log_hits(pattern), pattern)
+    return _found(ctx.log_hits(pattern), pattern, ctx)
 
 
 def log_absent(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
@@ -137,9 +141,26 @@ def log_absent(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
     return AtomResult(True, [Fact(f"no log line matches '{pattern.pattern}'", Source("server.log"))])
 
 
+# Polarity: a line saying a step finished, was disabled, fell back or connected is no evidence
+# that the start hangs in that step, unless the rule's pattern asked for exactly those words.
+_DONE = re.compile(
+    r"(?i)\b(?:completed?|finished|done|succeeded|successful(?:ly)?|disabled|disabling|fell back|falling back|"
+    r"skipp(?:ed|ing)|connected|took \d|took [\d.]+ ?s|in [\d.]+ ?s(?:econds)?\b)"
+)
+
+
+def done_outside_match(pattern: re.Pattern[str], text: str) -> bool:
+    """The line reports a finished/disabled/connected step, in words outside what the pattern matched."""
+    match = pattern.search(text)
+    if match is None:
+        return False
+    return any(not (match.start() <= done.start() < match.end()) for done in _DONE.finditer(text))
+
+
 def log_tail(arg: TailArg, ctx: Context) -> AtomResult:
     lines = [line for line in ctx.evidence.log if line.text.strip()][-arg.lines :]
-    return _found(_hits(arg.pattern, lines))
+    hits = [line for line in _hits(arg.pattern, lines) if not done_outside_match(arg.pattern, line.text)]
+    return _found(hits, None, ctx)
 
 
 def log_count(arg: CountArg, ctx: Context) -> AtomResult:

@@ -12,6 +12,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.context import MAIN, RANK_ROLES, Context, label_order
 from hangwatch.classify.atoms_error import failure_fact
+from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.differential import candidates_for, cites, consequence_only
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
@@ -297,7 +298,7 @@ def classify(
 ) -> Verdict:
     """Decide the verdict for `evidence`. `now` is accepted for callers that replay a history;
     evidence already carries its times relative to the observation (`since_last_progress_s`)."""
-    ctx = Context(evidence)
+    ctx = Context(with_pasted(evidence))
     ranked = rank_matches(m for rule in rules if (m := match_rule(rule, ctx)) is not None)
     if is_crashed(ctx):
         return _crashed(ctx, ranked)

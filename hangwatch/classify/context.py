@@ -24,6 +24,7 @@ from hangwatch.model import (
     Source,
 )
 from hangwatch.parse.failures import Failure, read_failures
+from hangwatch.parse.pasted import compute_capability
 
 RANK_ROLES = frozenset({"scheduler", "worker", "engine_core"})
 DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
@@ -253,6 +254,7 @@ class Context:
     def gpus(self) -> tuple[GpuView, ...]:
         """GPUs of the latest sample with meta.json filling unknown names and architectures."""
         name, cc = _text(self.meta.get("gpu_model")), _text(self.meta.get("compute_capability"))
+        cc = cc or compute_capability(name)  # the model names its architecture
         if not self.evidence.gpus:
             if name is None and cc is None:
                 return ()
@@ -262,7 +264,7 @@ class Context:
             GpuView(
                 gpu.index,
                 gpu.name or name,
-                gpu.compute_capability or cc,
+                gpu.compute_capability or compute_capability(gpu.name) or cc,
                 gpu.utilization_pct,
                 gpu.memory_used_mib,
                 tuple(p.pid for p in gpu.processes),

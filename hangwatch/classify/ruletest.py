@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 from hangwatch.classify.classifier import match_rule
 from hangwatch.classify.context import Context
+from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence
@@ -51,7 +52,7 @@ def _check(rule: Rule, kind: str, bundle: Path, read: Reader) -> RuleTestResult:
         evidence = read(bundle)
     except HangwatchError as exc:
         return RuleTestResult(rule.id, "error", kind, str(bundle), str(exc))
-    match = match_rule(rule, Context(evidence))
+    match = match_rule(rule, Context(with_pasted(evidence)))
     if (match is not None) == (kind == "fires"):
         return RuleTestResult(rule.id, "pass", kind, str(bundle))
     if match is None:

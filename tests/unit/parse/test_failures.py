@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.logs import read_log_lines
 from hangwatch.parse.failures import (
     cuda_error,
     errno_family,
@@ -12,6 +11,7 @@ from hangwatch.parse.failures import (
     read_failures,
     signal_of,
 )
+from hangwatch.parse.logs import read_log_lines
 
 
 def failures(text: str):

@@ -1,0 +1,44 @@
+"""Fill what a live monitor would have measured from what the report pasted into its log.
+
+`with_pasted(evidence)` returns the evidence with GPUs (from an `nvidia-smi` table or a harness's
+device list), kernel messages (Xid, OOM-kill lines), processes (`ps`/`top` rows), the rank count
+and the size of /dev/shm added where the bundle itself has none. Evidence that was measured
+always wins over evidence that was pasted. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hangwatch.model import Evidence, GpuSample
+from hangwatch.parse import pasted
+
+
+def with_pasted(evidence: Evidence) -> Evidence:
+    if not evidence.log:
+        return evidence
+    texts = [line.text for line in evidence.log]
+    changes: dict[str, object] = {}
+    if not evidence.gpus:
+        gpus = pasted.gpus_in(texts)
+        if gpus:
+            changes["gpus"] = (GpuSample(0.0, gpus),)
+    kernel = pasted.kernel_lines_in(texts)
+    if kernel:
+        changes["dmesg"] = (*evidence.dmesg, *(k for k in kernel if k not in evidence.dmesg))
+    if not evidence.procs:
+        procs = pasted.as_records(pasted.processes_in(texts))
+        if procs:
+            changes["procs"] = procs
+    meta = dict(evidence.meta)
+    if meta.get("tp") is None and not any(k.lstrip("-").replace("_", "-") in ("tp", "tp-size", "tensor-parallel-size") for k in evidence.flags):
+        ranks = pasted.ranks_in(texts)
+        if ranks:
+            meta["tp"] = ranks
+    if meta.get("shm_size_mib") is None:
+        size = pasted.shm_size_mib_in(texts)
+        if size is not None:
+            meta["shm_size_mib"] = size
+    if meta != dict(evidence.meta):
+        changes["meta"] = meta
+    return replace(evidence, **changes) if changes else evidence  # type: ignore[arg-type]

@@ -1,0 +1,85 @@
+"""First failure wins: error atoms, roles on evidence, ranking, the differential and its calibration."""
+
+from __future__ import annotations
+
+import pytest
+
+from hangwatch.classify import classify
+from hangwatch.errors import RuleError
+from hangwatch.model import Evidence
+from hangwatch.parse.logs import read_log_lines
+
+from classify_builders import check, rule
+
+
+def log_of(text: str) -> Evidence:
+    return Evidence(log=read_log_lines(text.encode()))
+
+
+CRASH = (
+    "[2026-01-01 10:00:01 TP0] Init torch distributed begin.\n"
+    "[2026-01-01 10:00:02 TP0] Failed: Cuda error custom_all_reduce.cuh:455 'invalid argument'\n"
+    "[2026-01-01 10:00:03] Received sigquit from a child process. It usually means the child failed.\n"
+    "[2026-01-01 10:00:03] RuntimeError: Rank 1 scheduler died during initialization (exit code: -9).\n"
+)
+
+
+def test_error_root_reads_the_first_failure_by_location_and_cuda_error() -> None:
+    ev = log_of(CRASH)
+    held = check("error.root: {where: 'custom_all_reduce', cuda: 'invalid argument'}", ev)
+    assert held.held and held.facts[0].role == "root" and held.facts[0].source.line == 2
+    assert not check("error.root: 'scheduler died'", ev).held  # a consequence, not the root
+    assert check("error.any: 'scheduler died'", ev).held
+
+
+def test_error_atoms_refuse_unknown_keys_and_kinds() -> None:
+    with pytest.raises(RuleError, match="unknown key"):
+        check("error.root: {nope: x}", Evidence())
+    with pytest.raises(RuleError, match="unknown 'weird'"):
+        check("error.root: {kind: weird}", Evidence())
+
+
+def test_error_root_is_case_insensitive_and_reads_errno_families() -> None:
+    ev = log_of("zmq.error.ZMQError: ADDRESS ALREADY IN USE (addr='tcp://127.0.0.1:5557')\n")
+    assert check("error.root: {errno: EADDRINUSE, type: zmqerror}", ev).held
+
+
+def test_a_rule_quoting_only_consequences_ranks_below_one_quoting_the_root() -> None:
+    dead = rule("log.matches: 'scheduler died'", id="dead", cause="dead_rank", confidence=0.9)
+    root = rule("log.matches: 'custom_all_reduce'", id="car", cause="custom_allreduce", confidence=0.7)
+    verdict = classify(log_of(CRASH), [dead, root])
+    assert verdict.cause == "custom_allreduce"
+    assert verdict.evidence[0].role == "root"
+    assert [c.cause for c in verdict.candidates] == ["custom_allreduce", "dead_rank"]
+    # the consequence-only candidate is discounted and says what it does not explain
+    dead_c = verdict.candidates[1]
+    assert dead_c.confidence < 0.9 and any("first failure" in a for a in dead_c.evidence_against)
+    assert verdict.candidates[0].check and "--disable-custom-all-reduce" in verdict.candidates[0].check
+
+
+def test_the_verdict_shows_the_root_even_when_no_atom_quoted_it() -> None:
+    dead = rule("log.matches: 'scheduler died'", id="dead", cause="dead_rank", confidence=0.9)
+    verdict = classify(log_of(CRASH), [dead])
+    assert verdict.evidence[0].role == "root" and "custom_all_reduce" in verdict.evidence[0].text
+    assert verdict.confidence < 0.6  # explains only what followed
+
+
+def test_candidates_are_one_per_cause_at_most_three_and_a_rule_check_overrides() -> None:
+    causes = [("nccl_init", 0.7), ("nccl_init", 0.6), ("shm_too_small", 0.5), ("port_in_use", 0.4), ("dead_rank", 0.3)]
+    rules = [
+        rule("log.matches: 'x'", id=f"r{i}", cause=cause, confidence=conf, **({"check": "'try this'"} if i == 0 else {}))
+        for i, (cause, conf) in enumerate(causes)
+    ]
+    verdict = classify(log_of("x\n"), rules)
+    assert [c.cause for c in verdict.candidates] == ["nccl_init", "shm_too_small", "port_in_use"]
+    assert verdict.candidates[0].check == "try this"
+    assert verdict.to_dict()["candidates"][0].keys() == {
+        "cause", "confidence", "rule", "evidence_for", "evidence_against", "check"
+    }
+
+
+def test_no_match_keeps_pending_priors_as_candidates_and_says_unknown() -> None:
+    prior = rule("flag.tp: {gt: 1}", id="p", cause="nccl_p2p_topology", confidence=0.3, **{"for": "120s"})
+    ev = Evidence(flags={"--tp": "2"}, since_last_progress_s=200.0, log=read_log_lines(b"hello\n"))
+    verdict = classify(ev, [prior])
+    assert verdict.cause == "nccl_p2p_topology" or verdict.candidates[0].cause == "nccl_p2p_topology"
