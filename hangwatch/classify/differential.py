@@ -15,7 +15,7 @@ from hangwatch.model import Candidate, Fact
 
 if TYPE_CHECKING:
     from hangwatch.classify.context import Context
-    from hangwatch.classify.engine import Match
+    from hangwatch.classify.classifier import Match
 
 MAX_CANDIDATES = 3
 MAX_ITEMS = 3

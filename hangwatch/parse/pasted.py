@@ -53,7 +53,9 @@ def compute_capability(name: str | None) -> str | None:
 
 
 # `|   0  NVIDIA GeForce RTX 4090        Off |   00000000:01:00.0 Off |                  N/A |`
-_SMI_ROW = re.compile(r"^\|\s+(?P<idx>\d+)\s+(?P<name>(?:NVIDIA|Tesla|Quadro|GeForce|RTX|TITAN|A\d|H\d|L\d)[^|]*?)\s+(?:On|Off)\s*\|")
+_SMI_ROW = re.compile(
+    r"^\|\s+(?P<idx>\d+)\s+(?P<name>(?:NVIDIA|Tesla|Quadro|GeForce|RTX|TITAN|A\d|H\d|L\d)[^|]*?)\s+(?:On|Off)\s*\|"
+)
 # `| 30%   35C    P8    20W / 450W |      1MiB / 24564MiB |      0%      Default |`
 _SMI_USE = re.compile(r"\|\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%")
 # `GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-...)`

@@ -27,10 +27,16 @@ BLIND = ROOT / "tests" / "probe_corpus_blind"
 
 # corpus -> (at least this many cases, cause floor, state floor)
 FLOORS = {
-    DEV: (28, 0.82, 0.96),
     PROBES: (100, 0.99, 0.99),
     BLIND: (40, 1.0, 0.925),
 }
+# The dev corpus of real reports is scored as its INDEX.md defines (docs/accuracy.md): top-1 where
+# `determinable: yes`, top-3 on yes+partly, and how many verdicts are confidently wrong.
+DEV_CASES = 97
+DEV_YES_TOP1 = 17 / 21
+DEV_YES_PARTLY_TOP3 = 28 / 44
+DEV_CONFIDENTLY_WRONG_MAX = 5  # of 97: verdicts at confidence >= 0.6 naming a wrong cause
+DEV_STATE = 0.54
 
 
 @functools.cache
@@ -42,7 +48,7 @@ def score(corpus: Path) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("corpus", list(FLOORS), ids=["dev", "probe", "blind"])
+@pytest.mark.parametrize("corpus", list(FLOORS), ids=["probe", "blind"])
 def test_score_does_not_fall(corpus: Path) -> None:
     if not corpus.is_dir():
         pytest.skip(f"no corpus at {corpus} (set HANGWATCH_CORPUS)")
@@ -54,10 +60,26 @@ def test_score_does_not_fall(corpus: Path) -> None:
 
 
 @pytest.mark.skipif(not DEV.is_dir(), reason=f"no corpus at {DEV} (set HANGWATCH_CORPUS)")
-def test_dev_bundles_with_a_log_or_stacks_are_all_right() -> None:
-    tiers = score(DEV)["by_tier"]
-    rich = [tiers[t] for t in ("log", "stacks", "log+stacks") if t in tiers]
-    assert sum(t["correct"] for t in rich) == sum(t["cases"] for t in rich), score(DEV)["confusions"]
+def test_dev_scores_by_determinable_do_not_fall() -> None:
+    summary = score(DEV)
+    by = summary["by_determinable"]
+    assert summary["cases"] >= DEV_CASES
+    assert by["yes"]["accuracy"] >= DEV_YES_TOP1 - 1e-3, summary["confusions"]
+    assert summary["top3_yes_partly"] >= DEV_YES_PARTLY_TOP3 - 1e-3, summary["confusions"]
+    assert summary["confidently_wrong"] <= DEV_CONFIDENTLY_WRONG_MAX, [
+        (r["bundle"], r["cause"], r["confidence"]) for r in summary["results"]
+        if r["cause"] != r["expected_cause"] and r["confidence"] >= 0.6
+    ]
+    assert summary["state_accuracy"] >= DEV_STATE - 1e-3
+
+
+@pytest.mark.skipif(not DEV.is_dir(), reason=f"no corpus at {DEV} (set HANGWATCH_CORPUS)")
+def test_dev_reliability_table_covers_every_verdict() -> None:
+    summary = score(DEV)
+    rows = summary["reliability"]
+    assert sum(row["cases"] for row in rows) == summary["cases"]
+    # what a confident verdict claims, it mostly is: right at >= 0.6 no less often than this
+    assert summary["confident_precision"] >= 0.8 - 1e-3
 
 
 def test_healthy_live_starts_are_not_called_stalled() -> None:

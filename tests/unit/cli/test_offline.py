@@ -79,7 +79,7 @@ def test_diagnose_json(tmp_path: Path, rules_dir: Path) -> None:
     verdict = json.loads(result.stdout)
     assert {"state", "cause", "confidence", "evidence", "remedy", "missing", "phases", "runners_up"} <= verdict.keys()
     assert (verdict["state"], verdict["cause"], verdict["confidence"]) == ("stalled", "nccl_init", 0.8)
-    assert verdict["evidence"][0] == {"text": "[2026-01-01 10:00:01 TP0] Init torch distributed begin.", "source": "server.log:1 (TP0)"}
+    assert verdict["evidence"][0] == {"text": "[2026-01-01 10:00:01 TP0] Init torch distributed begin.", "source": "server.log:1 (TP0)", "role": None}
     assert verdict["phases"] == {"TP0": "dist_init"}
 
 
@@ -123,11 +123,15 @@ def test_eval_scores_a_corpus(tmp_path: Path, rules_dir: Path) -> None:
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
     assert (summary["cases"], summary["cause_accuracy"], summary["state_accuracy"]) == (2, 0.5, 1.0)
-    assert summary["by_tier"] == {
+    tiers = {name: {k: row[k] for k in ("cases", "correct", "accuracy")} for name, row in summary["by_tier"].items()}
+    assert tiers == {
         "log": {"cases": 1, "correct": 1, "accuracy": 1.0},
         "meta-only": {"cases": 1, "correct": 0, "accuracy": 0.0},
     }
-    assert summary["by_cause"]["port_in_use"] == {"cases": 1, "correct": 0, "accuracy": 0.0}
+    assert summary["by_cause"]["port_in_use"]["cases"] == 1 and summary["by_cause"]["port_in_use"]["correct"] == 0
+    # a cause with no determinable label is scored top-1; nothing here is confidently wrong
+    assert summary["confidently_wrong"] == 0 and summary["yes_partly_cases"] == 0
+    assert sum(row["cases"] for row in summary["reliability"]) == 2
     assert [(c["expected"], c["got"]) for c in summary["confusions"]] == [("port_in_use", "unknown")]
 
 

@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.model import Evidence, LogLine
 from hangwatch.classify.pasted import with_pasted
-from hangwatch.parse.pasted import compute_capability, gpus_in, kernel_lines_in, processes_in, ranks_in, shm_size_mib_in
+from hangwatch.model import Evidence, LogLine
+from hangwatch.parse.pasted import (
+    compute_capability,
+    gpus_in,
+    kernel_lines_in,
+    processes_in,
+    ranks_in,
+    shm_size_mib_in,
+)
 
 SMI = """\
 +-----------------------------------------------------------------------------------------+
