@@ -9,13 +9,24 @@ has not passed. docs/accuracy.md shows how these figures line up with how often 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
+from hangwatch.classify.rule import Rule
 from hangwatch.model import Candidate, Fact
 
 if TYPE_CHECKING:
     from hangwatch.classify.context import Context
-    from hangwatch.classify.classifier import Match
+
+
+class Match(Protocol):
+    """What the differential reads of a classifier match (classifier.Match)."""
+
+    @property
+    def rule(self) -> Rule: ...
+    @property
+    def facts(self) -> tuple[Fact, ...]: ...
+    @property
+    def held(self) -> bool: ...
 
 MAX_CANDIDATES = 3
 MAX_ITEMS = 3
