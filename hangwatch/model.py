@@ -211,6 +211,40 @@ class Missing:
 
 
 @dataclass(frozen=True)
+class HostFact:
+    """One fact about the host a launch will run on (preflight): `host.NAME` atoms compare `value`.
+
+    A yes/no fact exists only when it holds (`weights_fifo` names the FIFO); a fact that could
+    not be read is absent and its name is in `Evidence.host_unknown` with the reason.
+    """
+
+    value: Any  # bool, number or text
+    text: str  # what a person reads: "/dev/shm is a 64 MiB tmpfs"
+    source: str  # where it was read: "statvfs(/dev/shm)", "/proc/net/tcp"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """A preflight check that fired: a cause predicted before the launch."""
+
+    check: str  # the preflight rule's id
+    cause: str  # a cause id
+    severity: str  # critical (the start will hang or fail) / warning (likely to) / info
+    title: str
+    evidence: tuple[Fact, ...]
+    remedy: str
+    message: str | None = None
+    references: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cause": self.cause, "severity": self.severity, "title": self.title,
+            "evidence": [fact.to_dict() for fact in self.evidence], "remedy": self.remedy,
+            "check": self.check, "message": self.message, "references": list(self.references),
+        }  # fmt: skip
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Everything known about one server start at one moment (live) or from one bundle."""
 
@@ -233,6 +267,9 @@ class Evidence:
     progress_signals: tuple[str, ...] = ()  # what moved recently ("log", "gpu_memory", "compiler", ...)
     log_quiet_s: float | None = None  # seconds since the log last grew; None when unknown
     server_port: int | None = None
+    host: Mapping[str, HostFact] = field(default_factory=dict)  # preflight: facts about the host
+    host_unknown: Mapping[str, str] = field(default_factory=dict)  # host fact -> why it could not be read
+    preflight: tuple[Finding, ...] = ()  # what the preflight before this launch found
 
 
 # ---------------------------------------------------------------- verdict

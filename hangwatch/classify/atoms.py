@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from hangwatch.classify import atoms_error, atoms_phase, atoms_stack, atoms_system, atoms_text
+from hangwatch.classify import atoms_error, atoms_host, atoms_phase, atoms_stack, atoms_system, atoms_text
 from hangwatch.classify.conditions import AtomFn
 from hangwatch.classify.values import Site
 
@@ -21,6 +21,7 @@ ATOMS: dict[str, AtomFn] = {
     **atoms_stack.ATOMS,
     **atoms_system.ATOMS,
     **atoms_error.ATOMS,
+    **atoms_host.ATOMS,
 }
 ARGS: dict[str, ArgParser] = {
     **atoms_text.ARGS,
@@ -28,8 +29,9 @@ ARGS: dict[str, ArgParser] = {
     **atoms_stack.ARGS,
     **atoms_system.ARGS,
     **atoms_error.ARGS,
+    **atoms_host.ARGS,
 }
-PREFIXES = ("flag.", "env.", "meta.")
+PREFIXES = ("flag.", "env.", "meta.", *atoms_host.PREFIXES)
 
 # The evidence file an atom reads, to tell what is missing (`None`: always there).
 _EVIDENCE = {
@@ -44,6 +46,8 @@ _EVIDENCE = {
     "cmdline": "cmdline",
     "env": "env",
     "dmesg": "dmesg",
+    "host": "host",
+    "preflight": "preflight",
 }
 
 

@@ -1,4 +1,5 @@
-"""The cause ids a verdict may name (shared/CAUSES.md). The one list every module checks against."""
+"""The cause ids a verdict may name: shared/CAUSES.md's, then the ones hangwatch adds
+(docs/causes.md). The one list every module checks against."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ CAUSES: tuple[str, ...] = (
     "patch_or_user_code",
     "driver_or_xid",
     "unknown",
+    # added by hangwatch (docs/causes.md)
+    "gpu_memory_held",
 )
 
 # Severity order: a higher index wins a tie between matches of equal confidence and specificity.

@@ -277,11 +277,12 @@ def compile_document(data: Any, path: str) -> tuple[list[Rule], list[RuleError]]
     """A parsed rule file → its rules and every error in it."""
     if data is None:
         return [], []
-    if not isinstance(data, _Map) or "rules" not in data:
+    if not isinstance(data, _Map) or not {"rules", "preflight"} & set(data):
         return [], [RuleError("a rule file is a mapping with a list under 'rules:'", _start(data, RuleLocation(path)))]
-    errors = [RuleError(f"unknown key '{key}' (a rule file holds only 'rules:')", _at(path, data.key_marks[key]))
-              for key in data if key != "rules"]  # fmt: skip
-    items = data["rules"]
+    # `preflight:` holds checks run before a launch (classify/preflight.py loads them)
+    errors = [RuleError(f"unknown key '{key}' (a rule file holds 'rules:' and 'preflight:')", _at(path, data.key_marks[key]))
+              for key in data if key not in ("rules", "preflight")]  # fmt: skip
+    items = data.get("rules")
     if items is None:
         return [], errors
     if not isinstance(items, _Seq):

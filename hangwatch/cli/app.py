@@ -8,7 +8,7 @@ import sys
 import typer
 
 from hangwatch._version import __version__
-from hangwatch.cli import live, offline
+from hangwatch.cli import live, offline, preflight
 from hangwatch.errors import HangwatchError
 
 app = typer.Typer(
@@ -41,6 +41,7 @@ rules_app.command("test")(offline.rules_test)
 app.command()(live.attach)
 app.command(context_settings={"allow_interspersed_args": False})(live.run)
 app.command()(live.collect)
+app.command(context_settings={"allow_interspersed_args": False})(preflight.preflight)
 
 
 def main() -> None:

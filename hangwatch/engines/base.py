@@ -148,6 +148,7 @@ class Engine(abc.ABC):
 
     name: str = ""
     default_port: int = 0
+    distributions: tuple[str, ...] = ()  # its pip distributions (preflight reads their versions)
     markers: tuple[Marker, ...] = ()  # engine-specific markers, tried before COMMON_MARKERS
     log_signals: tuple[re.Pattern[str], ...] = ()  # message patterns only this engine prints
 

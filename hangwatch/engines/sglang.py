@@ -96,6 +96,7 @@ _LAUNCHER = re.compile(
 class SGLang(Engine):
     name = "sglang"
     default_port = 30000
+    distributions = ("sglang", "sgl-kernel")
     markers = MARKERS
     log_signals = (
         re.compile(r"^\[[\d\-: .]+ (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: \w+\d+)*\] "),

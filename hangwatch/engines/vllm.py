@@ -77,6 +77,7 @@ _ZOMBIE_TITLE = re.compile(r"^\[VLLM::(?P<name>[A-Za-z]+)(?:_\w*)?\]$")
 class VLLM(Engine):
     name = "vllm"
     default_port = 8000
+    distributions = ("vllm",)
     markers = MARKERS
     log_signals = (
         re.compile(r"^\((?:EngineCore|APIServer|ApiServer|Worker|VllmWorker)[\w ]* pid="),

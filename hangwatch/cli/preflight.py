@@ -1,0 +1,58 @@
+"""`hangwatch preflight [--json] -- CMD...`: predict the known hangs of a launch before it starts.
+
+Exit 1 when a finding is critical, else 0; bad input exits 2 (hangwatch.cli.main).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import List, Optional, TextIO
+
+import typer
+from typing_extensions import Annotated
+
+from hangwatch.classify.preflight import Report
+from hangwatch.cli.preflight_run import run_preflight
+
+__all__ = ["preflight", "render_report"]
+
+_MARK = {"critical": "CRITICAL", "warning": "WARNING ", "info": "info    "}
+
+
+def preflight(
+    cmd: Annotated[List[str], typer.Argument(help="The launch command, after --.", metavar="-- CMD...")],
+    json_out: Annotated[bool, typer.Option("--json", help="Print {findings, checked, skipped} as JSON.")] = False,
+    rules: Annotated[Optional[List[Path]], typer.Option("--rules", help="Extra rule file or directory with preflight: checks (repeatable).")] = None,
+    gpus_from: Annotated[Optional[Path], typer.Option("--gpus-from", help="GPU and PCI facts from a recording (JSON) instead of this host's NVML and sysfs.")] = None,
+) -> None:
+    """Check the host and the launch command for the known causes of a hung start, before launching."""
+    from hangwatch.classify import RULES_DIR
+
+    report, _ = run_preflight(cmd, os.environ, [RULES_DIR, *(rules or [])], gpus_from)
+    if json_out:
+        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+    else:
+        render_report(report)
+    raise typer.Exit(1 if report.critical else 0)
+
+
+def render_report(report: Report, out: Optional[TextIO] = None, *, verbose: bool = True) -> None:
+    """The findings as a table for people: severity, cause, title, then evidence and remedy."""
+    import sys
+
+    out = out or sys.stdout
+    counts = {s: sum(f.severity == s for f in report.findings) for s in ("critical", "warning", "info")}
+    summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no findings"
+    out.write(f"preflight: {summary} ({len(report.checked)} checks passed or did not apply, {len(report.skipped)} skipped)\n")
+    for finding in report.findings:
+        out.write(f"{_MARK[finding.severity]}  {finding.cause:<28} {finding.title}\n")
+        for fact in finding.evidence:
+            out.write(f"          - {fact.text}  [{fact.source}]\n")
+        if finding.message:
+            out.write(f"          {finding.message}\n")
+        out.write(f"          remedy: {finding.remedy}\n")
+    if verbose:
+        for skipped in report.skipped:
+            out.write(f"skipped   {skipped.check}: {skipped.why}\n")
