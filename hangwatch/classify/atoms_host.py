@@ -55,7 +55,7 @@ def host_fact(arg: HostArg, ctx: Context) -> AtomResult:
     fact = ctx.evidence.host.get(arg.name)
     if fact is None or not holds(arg.spec, fact.value):
         return NO
-    return AtomResult(True, [Fact(fact.text, Source("preflight", detail=fact.source))], values={f"host.{arg.name}": fact.value})
+    return AtomResult(True, [Fact(fact.text, Source(fact.source))], values={f"host.{arg.name}": fact.value})
 
 
 def preflight_finding(arg: FindingArg, ctx: Context) -> AtomResult:

@@ -119,14 +119,14 @@ def load_checks(paths: Iterable[Path | str] | None = None, collect_errors: bool 
 
 def _why_skipped(check: Rule, evidence: Evidence) -> str | None:
     """Why a check that did not fire could not have: a fact it reads was not readable."""
-    reasons = []
+    by_reason: dict[str, list[str]] = {}
     for atom in sorted(check.atoms):
         prefix, _, name = atom.partition(".")
         if prefix == "host" and name in evidence.host_unknown:
-            reasons.append(f"{name}: {evidence.host_unknown[name]}")
+            by_reason.setdefault(evidence.host_unknown[name], []).append(name)
         elif prefix == "gpu" and not evidence.gpus:
-            reasons.append(f"GPUs: {evidence.host_unknown.get('gpus', 'no GPU information')}")
-    return "; ".join(dict.fromkeys(reasons)) or None
+            by_reason.setdefault(evidence.host_unknown.get("gpus", "no GPU information"), []).append("GPUs")
+    return "; ".join(f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()) or None
 
 
 def _finding(check: Rule, evidence: Evidence, ctx: Context) -> Finding | None:

@@ -83,7 +83,7 @@ def _with_gpus(snap: HostSnapshot, recording: Path | None) -> HostSnapshot:
         try:
             gpus, links, p2p = read_topology()
         except SourceUnavailable as exc:
-            unknown["gpus"] = unknown["pci"] = f"{exc.reason} ({exc.hint})" if exc.hint else exc.reason
+            unknown["gpus"] = unknown["pci"] = unknown["acs"] = f"{exc.reason} ({exc.hint})" if exc.hint else exc.reason
             return replace(snap, unknown=unknown)
         pci = read_pci()
         iommu, acs, why = pci.iommu, pci.acs_redirect_bridges, pci.why_unreadable
