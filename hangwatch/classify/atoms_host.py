@@ -15,7 +15,15 @@ from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AtomResult
 from hangwatch.classify.context import Context
 from hangwatch.classify.facts import NO
-from hangwatch.classify.values import Site, ValueSpec, check_keys, holds, parse_choice, parse_names, parse_value
+from hangwatch.classify.values import (
+    Site,
+    ValueSpec,
+    check_keys,
+    holds,
+    parse_choice,
+    parse_names,
+    parse_value,
+)
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Source
 

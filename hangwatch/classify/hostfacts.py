@@ -13,14 +13,15 @@ from __future__ import annotations
 import ipaddress
 import math
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hangwatch.classify.versions import KnownBad, known_bad
 from hangwatch.model import GpuInfo, HostFact
 from hangwatch.parse.hostinfo import HostSnapshot, LockFile, ProbePlan, filesystem_of
 
-__all__ = ["NCCL_DISTS", "FLASHINFER_DISTS", "cache_dirs", "derive", "local_ranks", "probe_plan"]
+__all__ = ["FLASHINFER_DISTS", "NCCL_DISTS", "cache_dirs", "derive", "local_ranks", "probe_plan"]
 
 MIB = 1 << 20
 NCCL_DISTS = ("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11")

@@ -11,13 +11,22 @@ refused. A check that reads a fact the host could not give is *skipped*, with th
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Literal, Sequence, overload
+from typing import Any, Literal, overload
 
 from hangwatch.classify.causes import SEVERITIES
 from hangwatch.classify.context import Context
-from hangwatch.classify.loader import RULES_DIR, _at, _Map, _Seq, compile_rule, parse_yaml, rule_files
+from hangwatch.classify.loader import (
+    RULES_DIR,
+    _at,
+    _Map,
+    _Seq,
+    compile_rule,
+    parse_yaml,
+    rule_files,
+)
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
 from hangwatch.errors import RuleError, RuleLocation

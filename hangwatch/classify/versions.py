@@ -8,9 +8,10 @@ on which GPU architecture, each entry with its public sources.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -18,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 from hangwatch.classify.causes import SEVERITIES
 from hangwatch.errors import RuleError, RuleLocation
 
-__all__ = ["TABLE_FILE", "PACKAGES", "KnownBad", "known_bad", "load_tables"]
+__all__ = ["PACKAGES", "TABLE_FILE", "KnownBad", "known_bad", "load_tables"]
 
 TABLE_FILE = Path(__file__).resolve().parent.parent / "data" / "known_bad.yaml"
 PACKAGES = ("nccl", "flashinfer")
@@ -137,7 +138,8 @@ def known_bad(
             continue
         if entry.compute_capability and not ccs & set(entry.compute_capability):
             continue
-        if entry.toolkit is not None and (_version(toolkit) is None or _version(toolkit) not in entry.toolkit):
+        kit = _version(toolkit)
+        if entry.toolkit is not None and (kit is None or kit not in entry.toolkit):
             continue
         if (entry.env and not _any_match(entry.env, env)) or (entry.flags and not _any_match(entry.flags, flags)):
             continue

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import List, Optional, TextIO
+from typing import Annotated, TextIO
 
 import typer
-from typing_extensions import Annotated
 
 from hangwatch.classify.preflight import Report
 from hangwatch.cli.preflight_run import run_preflight
@@ -22,10 +21,10 @@ _MARK = {"critical": "CRITICAL", "warning": "WARNING ", "info": "info    "}
 
 
 def preflight(
-    cmd: Annotated[List[str], typer.Argument(help="The launch command, after --.", metavar="-- CMD...")],
+    cmd: Annotated[list[str], typer.Argument(help="The launch command, after --.", metavar="-- CMD...")],
     json_out: Annotated[bool, typer.Option("--json", help="Print {findings, checked, skipped} as JSON.")] = False,
-    rules: Annotated[Optional[List[Path]], typer.Option("--rules", help="Extra rule file or directory with preflight: checks (repeatable).")] = None,
-    gpus_from: Annotated[Optional[Path], typer.Option("--gpus-from", help="GPU and PCI facts from a recording (JSON) instead of this host's NVML and sysfs.")] = None,
+    rules: Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule file or directory with preflight: checks (repeatable).")] = None,
+    gpus_from: Annotated[Path | None, typer.Option("--gpus-from", help="GPU and PCI facts from a recording (JSON) instead of this host's NVML and sysfs.")] = None,
 ) -> None:
     """Check the host and the launch command for the known causes of a hung start, before launching."""
     from hangwatch.classify import RULES_DIR
@@ -38,7 +37,7 @@ def preflight(
     raise typer.Exit(1 if report.critical else 0)
 
 
-def render_report(report: Report, out: Optional[TextIO] = None, *, verbose: bool = True) -> None:
+def render_report(report: Report, out: TextIO | None = None, *, verbose: bool = True) -> None:
     """The findings as a table for people: severity, cause, title, then evidence and remedy."""
     import sys
 

@@ -12,24 +12,25 @@ import json
 import os
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hangwatch.classify.hostfacts import derive, probe_plan
 from hangwatch.classify.preflight import Report, evaluate, load_checks
 from hangwatch.classify.versions import load_tables
 from hangwatch.engines import get_engine, guess_engine
 from hangwatch.errors import HangwatchError, SourceUnavailable
-from hangwatch.parse.flags import parse_flags
 from hangwatch.model import Evidence, GpuSample
+from hangwatch.parse.flags import parse_flags
 from hangwatch.parse.hostinfo import HostSnapshot
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.host import gather_host, home_dir
 
 __all__ = ["PreflightInputError", "run_preflight", "split_env"]
 
-_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
+_ASSIGN = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.DOTALL)
 
 
 class PreflightInputError(HangwatchError, ValueError):
@@ -71,7 +72,7 @@ def run_preflight(argv: Sequence[str], env: Mapping[str, str], rules: Sequence[P
 
 
 def _with_gpus(snap: HostSnapshot, recording: Path | None) -> HostSnapshot:
-    from hangwatch.sources.gputopo import RecordedTopology, read_topology
+    from hangwatch.sources.gputopo import read_topology
     from hangwatch.sources.pci import read_pci
 
     unknown = dict(snap.unknown)
@@ -116,7 +117,12 @@ def _process_names(pids: set[int]) -> dict[int, str]:
 
 
 def _with_packages(snap: HostSnapshot, cmd: Sequence[str], env: Mapping[str, str], engine: Any) -> HostSnapshot:
-    from hangwatch.sources.packages import LIBRARIES, cuda_toolkit_version, launch_interpreter, read_versions
+    from hangwatch.sources.packages import (
+        LIBRARIES,
+        cuda_toolkit_version,
+        launch_interpreter,
+        read_versions,
+    )
 
     unknown = dict(snap.unknown)
     python = launch_interpreter(cmd, env)

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict
-from typing import Any, Mapping
+from typing import Any
 
 from hangwatch.model import GpuInfo, GpuProcess
 from hangwatch.parse.hostinfo import GpuLink
@@ -60,6 +61,7 @@ def _bus_id(nvml: Nvml, handle: Any) -> str | None:
 
 def _p2p(nvml: Nvml, handles: list[Any]) -> dict[str, str]:
     index = getattr(nvml.lib, "NVML_P2P_CAPS_INDEX_READ", 0)
+    index = index[0] if isinstance(index, tuple) else index  # pynvml defines it as (0,)
     out = {}
     for i, a in enumerate(handles):
         for j in range(i + 1, len(handles)):

@@ -10,22 +10,24 @@ with a timeout, so a hung network mount makes a fact ("stat did not return") ins
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
 import stat
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.parse.hostinfo import (
     HostSnapshot,
-    ProbePlan,
     LockFile,
     PathProbe,
+    ProbePlan,
     device_key,
     parse_cfs_quota,
     parse_cpu_max,
@@ -154,7 +156,7 @@ def _local_addresses() -> tuple[str, ...]:
 def _resolve_all(hostnames: tuple[str, ...], unknown: dict[str, str]) -> dict[str, tuple[str, ...]]:
     resolved = {}
     for name in hostnames:
-        found = _in_thread(lambda n=name: _resolve(n), DNS_TIMEOUT_S)
+        found = _in_thread(functools.partial(_resolve, name), DNS_TIMEOUT_S)
         if found is _TIMED_OUT:
             unknown[f"resolve:{name}"] = f"resolving {name} did not finish in {DNS_TIMEOUT_S:g}s"
         else:
@@ -164,7 +166,7 @@ def _resolve_all(hostnames: tuple[str, ...], unknown: dict[str, str]) -> dict[st
 
 def _resolve(name: str) -> tuple[str, ...]:
     try:
-        return tuple(sorted({info[4][0] for info in socket.getaddrinfo(name, None)}))
+        return tuple(sorted({str(info[4][0]) for info in socket.getaddrinfo(name, None)}))
     except (socket.gaierror, UnicodeError):
         return ()
 
@@ -195,7 +197,7 @@ def _in_thread(fn: Callable[[], T], timeout_s: float) -> T | Any:
 def _capture(fn: Callable[[], T]) -> tuple[bool, Any]:
     try:
         return True, fn()
-    except BaseException as exc:  # handed back to the caller's thread
+    except Exception as exc:  # noqa: BLE001 - any error is handed back to the caller's thread
         return False, exc
 
 
@@ -271,7 +273,7 @@ def _locks(caches: tuple[str, ...], proc_root: str) -> tuple[LockFile, ...]:
     budget = [_MAX_LOCK_SCAN]
     found: list[LockFile] = []
     for cache in caches:
-        result = _in_thread(lambda c=cache: _scan_locks(c, held, budget, proc_root), STAT_TIMEOUT_S * 2)
+        result = _in_thread(functools.partial(_scan_locks, cache, held, budget, proc_root), STAT_TIMEOUT_S * 2)
         if result is not _TIMED_OUT:
             found.extend(result)
     return tuple(found)

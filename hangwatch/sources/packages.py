@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import subprocess
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from hangwatch.errors import SourceUnavailable
 
@@ -77,7 +77,7 @@ def _shebang_python(script: str) -> str | None:
 def read_versions(python: str, names: Sequence[str], env: Mapping[str, str], timeout_s: float = TIMEOUT_S) -> dict[str, str]:
     """{distribution: version} for those installed in `python`'s environment."""
     try:
-        done = subprocess.run([python, "-c", _SCRIPT, *names], env=dict(env), capture_output=True,
+        done = subprocess.run([python, "-c", _SCRIPT, *names], check=False, env=dict(env), capture_output=True,
                               timeout=timeout_s, text=True, stdin=subprocess.DEVNULL)  # fmt: skip
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise SourceUnavailable("packages", f"cannot run {python}: {exc}") from exc

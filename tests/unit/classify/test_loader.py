@@ -94,7 +94,7 @@ def test_file_shape_errors(tmp_path: Path) -> None:
     rules, errors = load_rules([tmp_path], collect_errors=True)
     assert rules == []
     assert errors == [
-        RuleError("unknown key 'version' (a rule file holds only 'rules:')", RuleLocation(str(tmp_path / "extra.yaml"), 2, 1)),
+        RuleError("unknown key 'version' (a rule file holds 'rules:' and 'preflight:')", RuleLocation(str(tmp_path / "extra.yaml"), 2, 1)),
         RuleError("a rule file is a mapping with a list under 'rules:'", RuleLocation(str(tmp_path / "list.yaml"), 1, 1)),
     ]
 
