@@ -98,7 +98,7 @@ def test_tp2_under_a_64_mib_dev_shm(model: Path) -> None:
 def test_omp_threads_times_ranks_on_the_cores(model: Path) -> None:
     cores = len(os.sched_getaffinity(0))
     threads = 16 * cores  # 32 on this 2-core machine
-    code, report = preflight(server(model, "--tp", "2"), env={"OMP_NUM_THREADS": str(threads)})
+    _, report = preflight(server(model, "--tp", "2"), env={"OMP_NUM_THREADS": str(threads)})
     finding = found(report)["cpu_thread_oversubscription"]
     assert finding["severity"] in ("critical", "warning") and "OMP_NUM_THREADS" in finding["remedy"]
     assert f"OMP_NUM_THREADS={threads} x 2 rank(s) = {2 * threads} compute threads on {cores} usable cores" in finding["evidence"][0]["text"]
