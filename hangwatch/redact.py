@@ -310,5 +310,18 @@ _ESCAPES = re.compile(
 
 
 def terminal_safe(text: str) -> str:
-    """`text` without terminal control sequences: a bundle's strings cannot retitle or write the clipboard."""
-    return _ESCAPES.sub("", text)
+    """`text` without terminal control sequences: a bundle's strings cannot retitle or write the clipboard.
+
+    Lone surrogates (undecodable file names) become U+FFFD, so a strict UTF-8 terminal can print it."""
+    text = _ESCAPES.sub("", text)
+    if not _has_surrogates(text):
+        return text
+    return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def _has_surrogates(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False

@@ -10,6 +10,7 @@ Only meta.json is required. A malformed optional file (bad JSON in procs.json, s
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from dataclasses import MISSING, fields, replace
@@ -61,7 +62,7 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
     """Evidence from a bundle's files. Only a missing or invalid meta.json raises `BundleError`."""
     meta = parse_meta(files.get("meta.json"))
     missing: list[Missing] = []
-    log = read_log_lines(files["server.log"]) if "server.log" in files else ()
+    log = _log_lines(files["server.log"], missing) if "server.log" in files else ()
     cmdline = redact_cmdline(_text(files.get("cmdline.txt")).strip()) or None  # `--api-key X` never reaches a sink
     flags = parse_flags(cmdline) if cmdline else {}
     engine = _engine_name(meta, log, cmdline, missing)
@@ -84,9 +85,62 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
         observed_for_s=_float(meta.get("observed_for_s")),
         since_last_progress_s=_float(meta.get("since_last_progress_s")),
         log_quiet_s=_float(meta.get("log_quiet_s")),
-        progress_signals=tuple(str(s) for s in meta.get("progress_signals") or () if isinstance(s, str)),
+        progress_signals=tuple(s for s in _list(meta.get("progress_signals")) if isinstance(s, str)),
         server_port=_server_port(flags, engine, cmdline),
     )
+
+
+MAX_LOG_BYTES = 8 * 2**20  # offline, like live: the start and the end of the log tell the story
+MAX_LOG_LINES = 100_000
+_HEAD_SHARE = 8  # 1/8 of the budget for the log's start (phases), the rest for its end (the hang)
+MAX_RECORDED_MISSING = 100
+
+
+def _log_lines(data: bytes, missing: list[Missing]) -> tuple[LogLine, ...]:
+    """The log's lines; a log over MAX_LOG_BYTES or MAX_LOG_LINES keeps its start and its end only.
+
+    Without this a 73 KB .tar.gz of 16 MiB of newlines costs gigabytes: every line becomes an object.
+    """
+    if len(data) <= MAX_LOG_BYTES and data.count(b"\n") <= MAX_LOG_LINES:
+        return read_log_lines(data)
+    head = _first_lines(data[: MAX_LOG_BYTES // _HEAD_SHARE], MAX_LOG_LINES // _HEAD_SHARE)
+    start = max(len(head), len(data) - MAX_LOG_BYTES)
+    if start > len(head) and data[start - 1 : start] != b"\n":  # begin the tail on a line start
+        newline = data.find(b"\n", start)
+        start = len(data) if newline < 0 else newline + 1
+    tail = _last_lines(data[start:], MAX_LOG_LINES - MAX_LOG_LINES // _HEAD_SHARE)
+    tail_start = len(data) - len(tail)
+    first_skipped = head.count(b"\n") + 1
+    tail_lineno = data.count(b"\n", 0, tail_start) + 1
+    missing.append(Missing("log", f"server.log: lines {first_skipped}-{tail_lineno - 1} "
+                           f"({(tail_start - len(head)) // 1024} KiB) not read; the log's start and end are",
+                           "a bundle's log is meant to be a tail of a few MiB"))
+    return read_log_lines(head) + read_log_lines(tail, tail_lineno)
+
+
+def _first_lines(data: bytes, count: int) -> bytes:
+    end = -1
+    for _ in range(count):
+        found = data.find(b"\n", end + 1)
+        if found < 0:
+            break
+        end = found
+    return data[: end + 1]
+
+
+def _last_lines(region: bytes, count: int) -> bytes:
+    """The last `count` lines of `region`, which starts on a line start."""
+    pos = len(region) - 1 if region.endswith(b"\n") else len(region)
+    for _ in range(count):
+        found = region.rfind(b"\n", 0, pos)
+        if found < 0:
+            return region
+        pos = found
+    return region[pos + 1 :]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:
@@ -94,6 +148,7 @@ def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:
     entries = meta.get("missing")
     if not isinstance(entries, list):
         return ()
+    entries = entries[:MAX_RECORDED_MISSING]
     return tuple(
         Missing(str(e["source"]), str(e.get("reason") or ""), e.get("hint"))
         for e in entries if isinstance(e, dict) and e.get("source")
@@ -107,6 +162,8 @@ def parse_meta(data: bytes | None) -> dict[str, Any]:
         meta = json.loads(data.decode("utf-8-sig"))
     except (UnicodeDecodeError, ValueError) as exc:
         raise BundleError(f"meta.json is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise BundleError("meta.json is nested too deeply to be a bundle's metadata") from None
     if not isinstance(meta, dict):
         raise BundleError(f"meta.json must hold a JSON object, not {type(meta).__name__}")
     fmt = meta.get("format")
@@ -150,8 +207,11 @@ def _optional(files: Mapping[str, bytes], name: str, source: str, parse: Callabl
         return None
     try:
         return parse(json.loads(files[name].decode("utf-8-sig")))
-    except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
         missing.append(Missing(source, f"{name} could not be read: {exc}", f"check {name} against BUNDLE.md"))
+        return None
+    except RecursionError:
+        missing.append(Missing(source, f"{name} could not be read: nested too deeply", f"check {name} against BUNDLE.md"))
         return None
 
 
@@ -208,7 +268,7 @@ def _int(value: Any) -> int | None:
         return None
     try:
         return int(value) if value is not None else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: `Infinity` in the JSON
         return None
 
 
@@ -216,9 +276,10 @@ def _float(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     try:
-        return float(value) if value is not None else None
-    except (TypeError, ValueError):
+        number = float(value) if value is not None else None
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if number is None or math.isfinite(number) else None  # `Infinity`, `NaN`: no number
 
 
 def _str(value: Any) -> str | None:
@@ -256,7 +317,12 @@ def _stacks(files: Mapping[str, bytes], missing: list[Missing]) -> tuple[Process
     names = sorted((n for n in files if n.startswith("stacks/") and not n.endswith("/")), key=_stack_order)
     stacks: list[ProcessStack] = []
     for name in names:
-        found = parse_stack_file(name, files[name], Source(file=name))
+        try:
+            found = parse_stack_file(name, files[name], Source(file=name))
+        except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
+            why = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"
+            missing.append(Missing("stacks", f"{name}: malformed ({why})", "py-spy dump --pid PID [--json]"))
+            continue
         if not found and files[name].strip():
             missing.append(Missing("stacks", f"{name}: not a stack format hangwatch reads", "py-spy dump --pid PID [--json]"))
         stacks.extend(found)

@@ -6,6 +6,7 @@ stack of each rank, the GPU memory trend and the flag aliases are worked out onc
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -77,9 +78,10 @@ def _engine(name: str | None) -> Any:
 
 def _numeric(value: Any) -> float | None:
     try:
-        return None if isinstance(value, bool) or value is None else float(value)
-    except (TypeError, ValueError):
+        number = None if isinstance(value, bool) or value is None else float(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if number is None or math.isfinite(number) else None  # `Infinity`/`NaN` from a bundle
 
 
 def _text(value: Any) -> str | None:

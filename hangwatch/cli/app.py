@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import typer
@@ -10,6 +11,7 @@ import typer
 from hangwatch._version import __version__
 from hangwatch.cli import live, offline, preflight
 from hangwatch.errors import HangwatchError
+from hangwatch.redact import redact_text, terminal_safe
 
 app = typer.Typer(
     name="hangwatch",
@@ -51,5 +53,17 @@ def main() -> None:
         message = f"hangwatch: error: {exc}"
         if exc.help_text:
             message += f"\n{exc.help_text}"
-        print(message, file=sys.stderr)
+        _error(message)
         sys.exit(2)
+    except (RecursionError, MemoryError, OverflowError, UnicodeError) as exc:
+        # malformed input that got past the checks: one line, like every other error (HANGWATCH_DEBUG=1: traceback)
+        if os.environ.get("HANGWATCH_DEBUG"):
+            raise
+        _error(f"hangwatch: error: the input is malformed ({type(exc).__name__}: {str(exc)[:200]})")
+        sys.exit(2)
+
+
+def _error(message: str) -> None:
+    """Errors quote input (file names, JSON); they pass the same boundary as every output."""
+    text = redact_text(terminal_safe(message))
+    print(text.encode(sys.stderr.encoding or "utf-8", "replace").decode(sys.stderr.encoding or "utf-8"), file=sys.stderr)

@@ -17,6 +17,7 @@ from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
 from hangwatch.sinks.report import print_verdict
+from hangwatch.redact import redact_obj
 
 RulesOption = Annotated[
     Optional[List[Path]],
@@ -44,7 +45,7 @@ def _read_bundle():  # type: ignore[no-untyped-def]
 
 
 def _print_json(data: object) -> None:
-    print(json.dumps(data, indent=2, ensure_ascii=False))
+    print(json.dumps(redact_obj(data), indent=2))  # ensure_ascii: escapes, never raw control bytes
 
 
 def diagnose(

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.text import Text
 
 from hangwatch.model import State, Verdict
+from hangwatch.redact import redact_text, terminal_safe
 
 STATE_STYLES = {
     State.STARTING: "cyan",
@@ -18,11 +19,20 @@ STATE_STYLES = {
 
 
 def _heading(console: Console, title: str) -> None:
-    console.print(Text(title, style="bold underline"))
+    console.print(_text(title, style="bold underline"))
 
 
 def _line(*parts: tuple[str, str] | str) -> Text:
-    return Text.assemble(*parts)
+    return Text.assemble(*(_safe(p) if isinstance(p, str) else (_safe(p[0]), p[1]) for p in parts))
+
+
+def _text(text: str, style: str = "") -> Text:
+    """Text with control sequences removed: a bundle's strings must not retitle the terminal or set its clipboard."""
+    return Text(_safe(text), style=style)
+
+
+def _safe(text: str) -> str:
+    return redact_text(terminal_safe(text))
 
 
 def _summary(verdict: Verdict) -> Text:
@@ -37,12 +47,12 @@ def _summary(verdict: Verdict) -> Text:
 def _about(verdict: Verdict) -> list[Text]:
     lines = []
     if verdict.title:
-        lines.append(Text(verdict.title, style="bold"))
+        lines.append(_text(verdict.title, style="bold"))
     if verdict.message:
-        lines.append(Text(verdict.message))
+        lines.append(_text(verdict.message))
     where = [f"phase {verdict.phase.value}" if verdict.phase else None, _since(verdict), _engine(verdict)]
     if any(where):
-        lines.append(Text(", ".join(w for w in where if w), style="dim"))
+        lines.append(_text(", ".join(w for w in where if w), style="dim"))
     return lines
 
 
@@ -94,9 +104,9 @@ def _missing(console: Console, verdict: Verdict) -> None:
 def _remedy(console: Console, verdict: Verdict) -> None:
     if verdict.remedy:
         _heading(console, "Remedy")
-        console.print(Text("  " + verdict.remedy))
+        console.print(_text("  " + verdict.remedy))
     for link in verdict.references:
-        console.print(Text(f"  {link}", style="dim"))
+        console.print(_text(f"  {link}", style="dim"))
 
 
 def print_verdict(verdict: Verdict, console: Console) -> None:

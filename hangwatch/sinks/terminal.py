@@ -16,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hangwatch.model import State, Verdict
+from hangwatch.redact import redact_obj, redact_text, terminal_safe
 from hangwatch.watch.capture import timeline_json
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ def render(watcher: Watcher) -> Group:
 
 
 def _header(watcher: Watcher, t: float) -> Text:
-    text = Text(f"{watcher.view.server_name}   watched {t:.0f}s   ")
+    text = Text(terminal_safe(f"{watcher.view.server_name}   watched {t:.0f}s   "))
     quiet = watcher.since_last_progress(t)
     signals = ", ".join(watcher.recent_signals()) or "nothing"
     text.append(f"last progress {quiet:.0f}s ago ({signals} moved recently)   ")
@@ -108,7 +109,7 @@ def _gpu_table(watcher: Watcher) -> Table | None:
 
 
 def _verdict_panel(verdict: Verdict) -> Panel:
-    return Panel(Text(verdict_report(verdict)), title=_title(verdict), border_style=_STYLE.get(verdict.state, "white"))
+    return Panel(Text(terminal_safe(verdict_report(verdict))), title=_title(verdict), border_style=_STYLE.get(verdict.state, "white"))
 
 
 def _title(verdict: Verdict) -> str:
@@ -129,19 +130,20 @@ def verdict_report(verdict: Verdict) -> str:
     if verdict.remedy:
         lines.append(f"remedy: {verdict.remedy}")
     lines += [f"missing {m.source}: {m.reason}" + (f" — {m.hint}" if m.hint else "") for m in verdict.missing]
-    return "\n".join(lines)
+    return redact_text(terminal_safe("\n".join(lines)))  # the terminal is an output like any other
 
 
 def verdict_line(verdict: Verdict, t: float) -> str:
     cause = f" {verdict.cause}" if verdict.cause else ""
     ranks = f" ranks={','.join(verdict.ranks)}" if verdict.ranks else ""
     phase = f" phase={verdict.phase.value}" if verdict.phase else ""
-    return f"[{t:7.1f}s] {verdict.state.value}{cause}{phase}{ranks}" + (f" — {verdict.title}" if verdict.title else "")
+    line = f"[{t:7.1f}s] {verdict.state.value}{cause}{phase}{ranks}" + (f" — {verdict.title}" if verdict.title else "")
+    return redact_text(terminal_safe(line))
 
 
 def verdict_json(verdict: Verdict, t: float, server: str, **extra: Any) -> str:
     body = {"t": round(t, 2), "server": server, **verdict.to_dict(), **extra}
-    return json.dumps(body, default=str)
+    return json.dumps(redact_obj(body), default=str)  # ensure_ascii: no raw control byte reaches the terminal
 
 
 def _num(value: float | None) -> str:
