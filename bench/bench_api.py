@@ -14,8 +14,8 @@ Targets: p99 <= 20 ms, 0 errors, RSS <= 120 MiB. Figures are printed, never asse
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import asyncio
+import importlib.util
 import json
 import random
 import statistics
@@ -35,9 +35,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def serve() -> None:
     sys.path.insert(0, str(ROOT / "tests"))
-    from helpers.serve_fixtures import make_verdict, make_view  # the same hand-built verdict the tests use
-
     from hangwatch.sinks.api import create_app, serve_in_thread
+    from helpers.serve_fixtures import make_verdict, make_view  # the same hand-built verdict the tests use
 
     view = make_view(make_verdict())
     handle = serve_in_thread(create_app(view, rate=None), "127.0.0.1", 0)

@@ -68,7 +68,7 @@ def main() -> None:
             t2 = time.perf_counter()
             read_s.append(t1 - t0)
             classify_s.append(t2 - t1)
-    total = [a + b for a, b in zip(read_s, classify_s)]
+    total = [a + b for a, b in zip(read_s, classify_s, strict=True)]
     print(f"bundle: 8 ranks x 3 samples, 5 MiB log, {len(evidence.log)} lines, {len(rules)} rules")
     print(f"verdict: {verdict.state.value} / {verdict.cause}")
     print(f"read    median {statistics.median(read_s):.3f} s")

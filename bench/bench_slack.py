@@ -32,7 +32,7 @@ class Receiver:
         arrivals: list[tuple[float, dict]] = []
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 arrivals.append((time.time(), json.loads(body or b"{}")))
                 self.send_response(200)

@@ -47,7 +47,7 @@ class RuleError(HangwatchError, ValueError):
         super().__init__(f"{location}: {reason}" if location else reason)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and (self.reason, self.location) == (other.reason, other.location)  # type: ignore[attr-defined]
+        return type(self) is type(other) and (self.reason, self.location) == (other.reason, other.location)
 
     def __hash__(self) -> int:
         return hash((type(self), self.reason, self.location))

@@ -13,8 +13,8 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 LAB = Path(__file__).resolve().parent
 ROOT = LAB.parent

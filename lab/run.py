@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # so `lab` imports as a package
-from lab.scenarios import SCENARIOS, start  # noqa: E402
+from lab.scenarios import SCENARIOS, start
 
 _print_lock = threading.Lock()
 

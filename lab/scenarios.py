@@ -16,8 +16,9 @@ import os
 import shutil
 import signal
 import socket
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lab import _procs
 from lab._procs import LabError

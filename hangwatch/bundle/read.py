@@ -13,9 +13,10 @@ import json
 import math
 import re
 import shlex
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, fields, replace
 from pathlib import Path
-from typing import Any, Callable, Mapping, TypeVar
+from typing import Any, TypeVar
 
 from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.engines import get_engine, guess_engine

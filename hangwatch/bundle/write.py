@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import tarfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from hangwatch.bundle.archive import safe_name
 from hangwatch.errors import BundleError

@@ -7,13 +7,11 @@ to the parser that compiles its YAML argument once, at load time. Prefix atoms a
 
 from __future__ import annotations
 
-from typing import Any, Callable
-
 from hangwatch.classify import atoms_error, atoms_host, atoms_phase, atoms_stack, atoms_system, atoms_text
 from hangwatch.classify.conditions import AtomFn
-from hangwatch.classify.values import Site
+from hangwatch.classify.values import ArgParser
 
-ArgParser = Callable[[Any, Site], Any]
+__all__ = ["ARGS", "ATOMS", "PREFIXES", "ArgParser", "AtomFn"]
 
 ATOMS: dict[str, AtomFn] = {
     **atoms_text.ATOMS,

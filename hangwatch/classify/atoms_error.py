@@ -16,10 +16,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import Context
 from hangwatch.classify.facts import NO, clip
-from hangwatch.classify.values import Site, check_keys
+from hangwatch.classify.values import ArgParser, Site, check_keys
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Source
 from hangwatch.parse.failures import Failure
@@ -107,5 +107,5 @@ def error_any(arg: FailureArg, ctx: Context) -> AtomResult:
     return _result([f for f in ctx.failures if arg.holds(f)])
 
 
-ATOMS = {"error.root": error_root, "error.any": error_any}
-ARGS = {"error.root": _failure_arg, "error.any": _failure_arg}
+ATOMS: dict[str, AtomFn] = {"error.root": error_root, "error.any": error_any}
+ARGS: dict[str, ArgParser] = {"error.root": _failure_arg, "error.any": _failure_arg}

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from hangwatch.classify.causes import CAUSES, SEVERITIES
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import Context
 from hangwatch.classify.facts import NO
 from hangwatch.classify.values import (
+    ArgParser,
     Site,
     ValueSpec,
     check_keys,
@@ -77,5 +78,5 @@ def preflight_finding(arg: FindingArg, ctx: Context) -> AtomResult:
     return AtomResult(True, facts)
 
 
-ATOMS = {"host.*": host_fact, "preflight.finding": preflight_finding}
-ARGS = {"host.*": _host_arg, "preflight.finding": _finding_arg}
+ATOMS: dict[str, AtomFn] = {"host.*": host_fact, "preflight.finding": preflight_finding}
+ARGS: dict[str, ArgParser] = {"host.*": _host_arg, "preflight.finding": _finding_arg}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import (
-    MAIN,
     Context,
     Position,
     label_order,
     position_key,
 )
 from hangwatch.classify.facts import NO, clip
-from hangwatch.classify.values import Site, check_keys, parse_bool, parse_choice
+from hangwatch.classify.values import ArgParser, Site, check_keys, parse_bool, parse_choice
+from hangwatch.engines import MAIN
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Phase, Source
 
@@ -92,14 +92,14 @@ def phase_split(expected: bool, ctx: Context) -> AtomResult:
     return AtomResult(True, facts, culprits=behind)
 
 
-ATOMS = {
+ATOMS: dict[str, AtomFn] = {
     "phase.reached": phase_reached,
     "phase.at": phase_at,
     "phase.after": phase_after,
     "phase.split": phase_split,
 }
 
-ARGS = {
+ARGS: dict[str, ArgParser] = {
     "phase.reached": parse_phase,
     "phase.at": parse_phases,
     "phase.after": parse_phases,

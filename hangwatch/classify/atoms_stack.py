@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import RANK_ROLES, Context, label_order
 from hangwatch.classify.facts import NO, QUANTIFIERS, ranks_text
 from hangwatch.classify.values import (
+    ArgParser,
     Site,
     check_keys,
     parse_bool,
@@ -187,14 +189,14 @@ def stack_outlier(expected: bool, ctx: Context) -> AtomResult:
     return AtomResult(True, facts, tuple(others))
 
 
-ATOMS = {
+ATOMS: dict[str, AtomFn] = {
     "stack.frame": stack_frame,
     "stack.origin": stack_frame,  # the same matching; only the frame test differs
     "stack.outlier": stack_outlier,
     "stack.dumped": stack_dumped,
 }
 
-ARGS = {
+ARGS: dict[str, ArgParser] = {
     "stack.frame": parse_frame,
     "stack.origin": parse_origin,
     "stack.outlier": parse_bool,

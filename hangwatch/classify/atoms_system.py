@@ -6,10 +6,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import RANK_ROLES, Context, GpuView
 from hangwatch.classify.facts import NO, QUANTIFIERS, clip
 from hangwatch.classify.values import (
+    ArgParser,
     Site,
     ValueSpec,
     check_keys,
@@ -252,7 +253,7 @@ def port_conflict(expected: bool, ctx: Context) -> AtomResult:
     return AtomResult(True, [Fact(text, Source("ports.txt"))])
 
 
-ATOMS = {
+ATOMS: dict[str, AtomFn] = {
     "gpu.compute_capability": gpu_compute_capability,
     "gpu.name": gpu_name,
     "gpu.pcie_only": gpu_pcie_only,
@@ -267,7 +268,7 @@ ATOMS = {
     "port.conflict": port_conflict,
 }
 
-ARGS = {
+ARGS: dict[str, ArgParser] = {
     "gpu.compute_capability": _value_spec,
     "gpu.name": _name_spec,
     "gpu.pcie_only": parse_bool,

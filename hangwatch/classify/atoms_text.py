@@ -10,10 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from hangwatch.classify.conditions import AtomResult
+from hangwatch.classify.conditions import AtomFn, AtomResult
 from hangwatch.classify.context import Context
 from hangwatch.classify.facts import NO, clip, log_fact
 from hangwatch.classify.values import (
+    ArgParser,
     Site,
     ValueSpec,
     check_keys,
@@ -250,7 +251,7 @@ def only_meta(expected: bool, ctx: Context) -> AtomResult:
     return AtomResult(ctx.only_meta == expected)
 
 
-ATOMS = {
+ATOMS: dict[str, AtomFn] = {
     "log.matches": log_matches,
     "log.absent": log_absent,
     "log.tail": log_tail,
@@ -265,7 +266,7 @@ ATOMS = {
     "evidence.only_meta": only_meta,
 }
 
-ARGS = {
+ARGS: dict[str, ArgParser] = {
     "log.matches": _regex,
     "log.absent": _regex,
     "log.tail": _tail_arg,

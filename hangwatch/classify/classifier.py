@@ -6,16 +6,18 @@ with `rank_matches`, then decides the state (docs/rules.md, "How a verdict is ch
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from hangwatch.classify.atoms import evidence_of
-from hangwatch.classify.context import MAIN, RANK_ROLES, Context, label_order
 from hangwatch.classify.atoms_error import failure_fact
-from hangwatch.classify.pasted import with_pasted
+from hangwatch.classify.context import RANK_ROLES, Context, label_order
 from hangwatch.classify.differential import candidates_for, cites, consequence_only
+from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
+from hangwatch.engines import MAIN
 from hangwatch.model import (
     Evidence,
     Fact,

@@ -6,8 +6,9 @@ ranks and template values its atoms contributed, and how many atoms held (the sp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from hangwatch.errors import RuleLocation
 from hangwatch.model import Fact
@@ -42,7 +43,8 @@ NOT_HELD = Outcome(False)
 
 
 class Node(Protocol):
-    location: RuleLocation
+    @property
+    def location(self) -> RuleLocation: ...  # read-only: nodes are frozen dataclasses
 
     def evaluate(self, ctx: Context) -> Outcome: ...
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 from hangwatch.classify import logscan
 from hangwatch.engines import MAIN, get_engine, rank_positions, ready_seen

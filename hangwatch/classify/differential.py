@@ -9,7 +9,8 @@ has not passed. docs/accuracy.md shows how these figures line up with how often 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from hangwatch.classify.rule import Rule
 from hangwatch.model import Candidate, Fact

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from hangwatch.classify.conditions import AtomResult
 from hangwatch.model import Fact, LogLine, Source

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal, overload
+from typing import Any, Literal, overload
 
 import yaml
 
@@ -164,9 +165,10 @@ def _compile_list(key: str, value: Any, site: Site, at: RuleLocation, errors: li
         errors.append(RuleError(f"'{key}' needs a non-empty list of conditions", site.loc))
         return None
     children = [compile_condition(item, site_of(item, site.value(i)), errors) for i, item in enumerate(value)]
-    if any(child is None for child in children):
+    nodes = tuple(child for child in children if child is not None)
+    if len(nodes) != len(children):
         return None
-    return (AllNode if key == "all" else AnyNode)(tuple(children), at)  # type: ignore[arg-type]
+    return (AllNode if key == "all" else AnyNode)(nodes, at)
 
 
 def _compile_atom(name: str, value: Any, site: Site, at: RuleLocation, errors: list[RuleError]) -> Node | None:
@@ -287,7 +289,7 @@ def compile_document(data: Any, path: str) -> tuple[list[Rule], list[RuleError]]
         return [], errors
     if not isinstance(items, _Seq):
         return [], [*errors, RuleError("'rules' needs a list of rules", _at(path, data.value_marks["rules"]))]
-    rules = [compile_rule(item, _at(path, mark), errors) for item, mark in zip(items, items.marks)]
+    rules = [compile_rule(item, _at(path, mark), errors) for item, mark in zip(items, items.marks, strict=True)]
     return [rule for rule in rules if rule is not None], errors
 
 

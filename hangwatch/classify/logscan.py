@@ -16,8 +16,8 @@ import operator
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from hangwatch.model import LogLine
 

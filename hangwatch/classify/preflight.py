@@ -76,7 +76,7 @@ def compile_checks(data: Any, path: str) -> tuple[list[Rule], list[RuleError]]:
     if not isinstance(items, _Seq):
         return [], [RuleError("'preflight' needs a list of checks", _at(path, data.value_marks["preflight"]))]
     checks = []
-    for item, mark in zip(items, items.marks):
+    for item, mark in zip(items, items.marks, strict=True):
         where = _at(path, mark)
         for key in _LIVE_ONLY:
             if isinstance(item, _Map) and key in item:

@@ -13,14 +13,15 @@ and its `$`/`\\b` differ from `re` on the scored corpora.
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
-try:  # Python 3.11+
+if sys.version_info >= (3, 11):  # typeshed stubs only the deprecated sre_* names of the parser
     from re import _constants as _c  # type: ignore[attr-defined]
     from re import _parser as _p  # type: ignore[attr-defined]
-except ImportError:  # Python 3.10
-    import sre_constants as _c  # type: ignore[no-redef]
-    import sre_parse as _p  # type: ignore[no-redef]
+else:
+    import sre_constants as _c
+    import sre_parse as _p
 
 __all__ = ["UnsafeRegex", "check_linear"]
 
@@ -38,7 +39,7 @@ def check_linear(pattern: str, flags: int = 0) -> None:
         parsed = _p.parse(pattern, flags)
     except (re.error, RecursionError, OverflowError) as exc:
         raise UnsafeRegex(str(exc)) from None
-    _walk(list(parsed), inside_repeat=False)
+    _walk(list(parsed.data), inside_repeat=False)
 
 
 def _walk(items: list[tuple[Any, Any]], inside_repeat: bool) -> bool:

@@ -6,9 +6,9 @@ specific for that bundle, and the classifier's choice is scored by `hangwatch ev
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 from hangwatch.classify.classifier import match_rule
 from hangwatch.classify.context import Context

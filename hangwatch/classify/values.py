@@ -7,11 +7,12 @@ from __future__ import annotations
 
 import re
 import reprlib
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
-from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.classify.regexcheck import UnsafeRegex, check_linear
+from hangwatch.errors import RuleError, RuleLocation
 
 
 def _number(value: Any) -> float | None:
@@ -147,6 +148,10 @@ class Site:
 
     def value(self, key: Any) -> RuleLocation:
         return self.values.get(key, self.loc)
+
+
+# compiles an atom's YAML argument once, at load time
+ArgParser = Callable[[Any, Site], Any]
 
 
 def check_keys(raw: Mapping[str, Any], site: Site, allowed: Iterable[str], required: Iterable[str] = ()) -> None:

@@ -14,9 +14,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 __all__ = ["Launched", "launch", "default_log_path"]
 

@@ -10,11 +10,11 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, List, Optional
+from typing import Annotated, Any
 
 import typer
-from typing_extensions import Annotated
 
 from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
@@ -22,32 +22,32 @@ from hangwatch.model import Verdict
 
 __all__ = ["attach", "run", "collect"]
 
-LogOpt = Annotated[Optional[Path], typer.Option("--log", help="The server's log file (default: found from its stdout/stderr).")]
-RunLogOpt = Annotated[Optional[Path], typer.Option("--log", help="Where to keep the server's output (default: ./hangwatch-run-<time>.log).")]
-RulesOpt = Annotated[Optional[List[Path]], typer.Option("--rules", help="Extra rule directory or file (repeatable).")]
+LogOpt = Annotated[Path | None, typer.Option("--log", help="The server's log file (default: found from its stdout/stderr).")]
+RunLogOpt = Annotated[Path | None, typer.Option("--log", help="Where to keep the server's output (default: ./hangwatch-run-<time>.log).")]
+RulesOpt = Annotated[list[Path] | None, typer.Option("--rules", help="Extra rule directory or file (repeatable).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON verdict per line, each time it changes.")]
-ExitOnOpt = Annotated[Optional[str], typer.Option("--exit-on", help="Exit when the state is one of these, e.g. ready,stalled,crashed: 0 on ready, 1 otherwise.")]
-TimeoutOpt = Annotated[Optional[float], typer.Option("--timeout", help="Give up after S seconds (exit 1, printing the verdict).")]
+ExitOnOpt = Annotated[str | None, typer.Option("--exit-on", help="Exit when the state is one of these, e.g. ready,stalled,crashed: 0 on ready, 1 otherwise.")]
+TimeoutOpt = Annotated[float | None, typer.Option("--timeout", help="Give up after S seconds (exit 1, printing the verdict).")]
 IntervalOpt = Annotated[float, typer.Option("--interval", help="Seconds between ticks.", min=0.1)]
 NativeOpt = Annotated[bool, typer.Option("--native/--no-native", help="Allow native stacks of a stalled server: each pauses that rank for up to ~1 s, at most once a minute.")]
 ServeOpt = Annotated[bool, typer.Option("--serve", help="Serve the HTTP API (verdict, stacks, metrics, bundle).")]
 HostOpt = Annotated[str, typer.Option("--host", help="API address.")]
 PortOpt = Annotated[int, typer.Option("--port", help="API port.")]
-TokenOpt = Annotated[Optional[str], typer.Option("--token", envvar="HANGWATCH_TOKEN", help="Bearer token the API requires.")]
+TokenOpt = Annotated[str | None, typer.Option("--token", envvar="HANGWATCH_TOKEN", help="Bearer token the API requires.")]
 InsecureOpt = Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback API without a token.")]
-SlackOpt = Annotated[Optional[str], typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts.")]
-WebhookOpt = Annotated[Optional[str], typer.Option("--webhook", help="URL to POST verdict alerts to as JSON.")]
-PublicOpt = Annotated[Optional[str], typer.Option("--public-url", help="The API's URL as alert readers reach it (links in alerts).")]
-HistoryOpt = Annotated[Optional[Path], typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
+SlackOpt = Annotated[str | None, typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts.")]
+WebhookOpt = Annotated[str | None, typer.Option("--webhook", help="URL to POST verdict alerts to as JSON.")]
+PublicOpt = Annotated[str | None, typer.Option("--public-url", help="The API's URL as alert readers reach it (links in alerts).")]
+HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
 
 
-def _load_rules(extra: Optional[List[Path]]) -> list[Any]:
+def _load_rules(extra: list[Path] | None) -> list[Any]:
     from hangwatch.classify import RULES_DIR, load_rules
 
     return load_rules([RULES_DIR, *(extra or [])])
 
 
-def _options(json_out: bool, exit_on: Optional[str], timeout: Optional[float], interval: float) -> SessionOptions:
+def _options(json_out: bool, exit_on: str | None, timeout: float | None, interval: float) -> SessionOptions:
     try:
         states = parse_exit_on(exit_on)
     except ValueError as exc:
@@ -55,7 +55,7 @@ def _options(json_out: bool, exit_on: Optional[str], timeout: Optional[float], i
     return SessionOptions(json=json_out, exit_on=states, timeout_s=timeout, interval_s=interval)
 
 
-def _config(log: Optional[Path], interval: float, native: bool, **extra: Any) -> Any:
+def _config(log: Path | None, interval: float, native: bool, **extra: Any) -> Any:
     from hangwatch.watch import WatchConfig
     from hangwatch.watch.ladder import LadderConfig
 
@@ -83,7 +83,7 @@ def attach(
 
 
 def run(
-    cmd: Annotated[List[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
+    cmd: Annotated[list[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
     log: RunLogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
     timeout: TimeoutOpt = None, interval: IntervalOpt = 1.0, native: NativeOpt = True,
     serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
@@ -128,7 +128,7 @@ def _report_exit(child: Any, code: int, options: SessionOptions) -> None:
     print(f"hangwatch: server pid {child.pid} exited with status {status}", file=sys.stderr)
 
 
-def run_server(pid: int, cmd: List[str], log_path: str) -> Any:
+def run_server(pid: int, cmd: list[str], log_path: str) -> Any:
     """The Server for a command we started: known without discovery (it may be a wrapper script)."""
     from hangwatch.parse.flags import parse_flags, server_port
     from hangwatch.redact import filter_env, redact_cmdline
@@ -141,7 +141,7 @@ def run_server(pid: int, cmd: List[str], log_path: str) -> Any:
     port = server_port(flags, engine) if engine else (int(port_flag) if isinstance(port_flag, str) and port_flag.isdigit() else 0)
     host = flags.get("host")
     # engine None: not known from the command (a wrapper script); the watcher guesses it from the log
-    return Server(engine=engine, launcher_pid=pid, cmdline=cmdline, flags=flags,  # type: ignore[arg-type]
+    return Server(engine=engine, launcher_pid=pid, cmdline=cmdline, flags=flags,
                   host=host if isinstance(host, str) and host else "127.0.0.1", port=port, log_path=log_path,
                   env=filter_env(dict(os.environ)))
 
@@ -191,8 +191,8 @@ def _write_bundle(files: dict[str, bytes], output: Path) -> None:
 class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
-    def __init__(self, watcher: Any, serve: bool, host: str, port: int, token: Optional[str], insecure: bool,
-                 slack: Optional[str], webhook: Optional[str], public_url: Optional[str], history: Optional[Path]):
+    def __init__(self, watcher: Any, serve: bool, host: str, port: int, token: str | None, insecure: bool,
+                 slack: str | None, webhook: str | None, public_url: str | None, history: Path | None):
         self.watcher, self.serve, self.host, self.port = watcher, serve, host, port
         self.token, self.insecure, self.slack, self.webhook = token, insecure, slack, webhook
         self.public_url, self.history = public_url, history
@@ -245,7 +245,12 @@ class _Sinks:
         dispatcher = AlertDispatcher(sinks, store)
         name = self.watcher.view.server_name
         self.callbacks.append(lambda verdict: dispatcher.on_verdict(verdict, name))
-        self._closers.append(lambda: (dispatcher.flush(5.0), dispatcher.close()))
+
+        def close() -> None:
+            dispatcher.flush(5.0)
+            dispatcher.close()
+
+        self._closers.append(close)
 
     def _api(self, store: Any) -> None:
         from hangwatch.sinks.api import create_app, serve_in_thread

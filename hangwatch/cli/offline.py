@@ -5,22 +5,23 @@ Errors are raised as `HangwatchError`s; `hangwatch.cli.main` prints them in one 
 
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated
 
 import typer
 from rich.console import Console
-from typing_extensions import Annotated
 
 from hangwatch.classify import RULES_DIR, Rule, classify, load_rules
 from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
+from hangwatch.model import Evidence
 from hangwatch.sinks.report import print_verdict
 from hangwatch.redact import redact_obj
 
 RulesOption = Annotated[
-    Optional[List[Path]],
+    list[Path] | None,
     typer.Option("--rules", help="Extra rule file or directory (repeatable); added to the shipped rules."),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of the report.")]
@@ -31,12 +32,12 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def _rules(extra: Optional[List[Path]], builtin: bool = True) -> List[Rule]:
+def _rules(extra: list[Path] | None, builtin: bool = True) -> list[Rule]:
     paths = ([RULES_DIR] if builtin else []) + list(extra or [])
     return load_rules(paths)
 
 
-def _read_bundle():  # type: ignore[no-untyped-def]
+def _read_bundle() -> Callable[[Path], Evidence]:
     from hangwatch.bundle import (
         read_bundle,  # imported late: `rules check` needs no bundle reader
     )
@@ -66,7 +67,7 @@ def evaluate(
     directory: Annotated[Path, typer.Argument(help="A folder of bundles, each with an expected.json.")],
     json_out: JsonOption = False,
     min_accuracy: Annotated[
-        Optional[float], typer.Option("--min-accuracy", help="Exit 1 when cause accuracy (0..1) is below this.")
+        float | None, typer.Option("--min-accuracy", help="Exit 1 when cause accuracy (0..1) is below this.")
     ] = None,
     rules: RulesOption = None,
     builtin: BuiltinOption = True,
@@ -87,7 +88,7 @@ def evaluate(
 
 def rules_check(
     paths: Annotated[
-        Optional[List[Path]], typer.Argument(help="Rule files or directories (default: the shipped rules).")
+        list[Path] | None, typer.Argument(help="Rule files or directories (default: the shipped rules).")
     ] = None,
 ) -> None:
     """Validate rule files; print every problem as file:line:column: reason."""
@@ -112,10 +113,10 @@ def _print_test_result(result: RuleTestResult) -> None:
 
 def rules_test(
     rules: Annotated[
-        Optional[List[Path]],
+        list[Path] | None,
         typer.Option("--rules", help="Rule files or directories to test (default: the shipped rules)."),
     ] = None,
-    tests: Annotated[Optional[Path], typer.Option("--tests", help="Test folder (default: tests/rules).")] = None,
+    tests: Annotated[Path | None, typer.Option("--tests", help="Test folder (default: tests/rules).")] = None,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="List passing bundles too.")] = False,
 ) -> None:
     """Run each rule on its tests/rules/<id>/fires and quiet bundles."""

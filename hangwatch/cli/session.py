@@ -12,8 +12,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence, TextIO
+from typing import TextIO
 
 from hangwatch.model import State, Verdict
 from hangwatch.sinks.terminal import render, verdict_json, verdict_line, verdict_report
@@ -89,7 +90,10 @@ class Session:
 
         console = Console(file=self.out)
         with Live(console=console, refresh_per_second=4, transient=False) as live:
-            echo = (lambda text: live.console.print(text, end="", markup=False, highlight=False, soft_wrap=True))
+
+            def echo(text: str) -> None:
+                live.console.print(text, end="", markup=False, highlight=False, soft_wrap=True)
+
             while True:
                 verdict, _ = self._step(echo)
                 live.update(render(self.watcher))

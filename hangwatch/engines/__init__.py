@@ -6,7 +6,7 @@ and then calls the `Engine`'s methods.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from hangwatch.engines.base import MAIN, Engine, Marker, rank_positions, ready_seen
 from hangwatch.engines.sglang import SGLANG

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import abc
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Mapping, Sequence
 
 from hangwatch.model import LogLine, Phase, PhaseEvent
 
@@ -53,7 +53,7 @@ def marker(phase: Phase, needle: str, regex: str, *, end: bool = False, **fixed:
 
 def bar(phase: Phase, needle: str, desc_regex: str, **fixed: str) -> Marker:
     """A tqdm bar whose description matches `desc_regex`; (n, total) becomes `progress`."""
-    return marker(phase, needle, f"(?P<desc>{desc_regex}){TQDM_TAIL}", **fixed)
+    return Marker(phase, needle, re.compile(f"(?P<desc>{desc_regex}){TQDM_TAIL}"), False, fixed)
 
 
 def _progress(groups: dict[str, str]) -> tuple[int, int] | None:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from typing import TYPE_CHECKING, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hangwatch.engines.base import Engine
@@ -120,7 +121,7 @@ def _apply_aliases(flags: Flags) -> Flags:
     return flags
 
 
-def server_port(flags: Mapping[str, str | bool], engine: "Engine | str") -> int:
+def server_port(flags: Mapping[str, str | bool], engine: Engine | str) -> int:
     """The HTTP port: `--port` when it is a number, else the engine's default (30000 / 8000)."""
     value = flags.get("port")
     if isinstance(value, str) and value.strip().isdigit():

@@ -61,7 +61,7 @@ def read_log_lines(data: bytes, start_lineno: int = 1) -> tuple[LogLine, ...]:
     raw_lines = text.split("\n")
     if text.endswith("\n"):
         raw_lines.pop()
-    out = []
+    out: list[LogLine] = []
     append, parse = out.append, _parse_prefix  # hot loop: one iteration per line of a multi-MiB log
     for lineno, raw in enumerate(raw_lines, start_lineno):
         updates = 1

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import PurePosixPath
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
 from hangwatch.parse.frames import frame_origin, make_frame, relative_file, split_name

@@ -10,6 +10,7 @@ Lines that match nothing (shell prompts, source lines of a traceback, locals) ar
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hangwatch.model import (
@@ -147,7 +148,7 @@ class _Parser:
         frame = _READERS[style](self, line) if style in _READERS else None
         if frame is None and thread is None:
             style, frame = _guess(line)
-            if frame is not None:
+            if frame is not None and style is not None:  # a frame always comes with its style
                 self.open_thread(style)
         if frame is not None:
             self.thread.frames.append(frame)  # type: ignore[union-attr]
@@ -196,10 +197,12 @@ def _gdb_frame(line: str) -> Frame | None:
         return None
     rest = m["rest"]
     where = _GDB_WHERE.search(rest)
+    file = lib = lineno = None
     if where:
         rest = rest[: where.start()]
-    file = where["file"] if where else None
-    return make_frame(_call_name(rest), file, int(where["line"]) if file else None, True, where["lib"] if where else None)
+        file, lib = where["file"], where["lib"]
+        lineno = int(where["line"]) if file else None
+    return make_frame(_call_name(rest), file, lineno, True, lib)
 
 
 def _call_name(text: str) -> str:
@@ -219,7 +222,7 @@ def _kernel_frame(line: str) -> Frame | None:
     return make_frame(m["func"], None, None, True, m["mod"] or "kernel")
 
 
-_READERS = {
+_READERS: dict[str, Callable[[_Parser, str], Frame | None]] = {
     "pyspy": _Parser._pyspy,
     "traceback": lambda _p, line: _python_frame(line),
     "faulthandler": lambda _p, line: _python_frame(line),

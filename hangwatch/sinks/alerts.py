@@ -17,8 +17,9 @@ import queue
 import random
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from slack_sdk.webhook import WebhookClient
 

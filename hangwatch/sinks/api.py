@@ -15,8 +15,9 @@ import json
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 import uvicorn
 from fastapi import FastAPI, Query, Request, Response
@@ -28,7 +29,7 @@ from hangwatch._version import __version__
 from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Verdict
-from hangwatch.redact import redact_files, redact_string, redacted, redacted_verdict
+from hangwatch.redact import redact_files, redacted, redacted_verdict
 from hangwatch.sinks.metrics import make_registry
 from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
 from hangwatch.watch.published import WatchView

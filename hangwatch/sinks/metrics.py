@@ -10,7 +10,7 @@ many nodes; Prometheus adds `instance` and `job`.
 from __future__ import annotations
 
 import socket
-from typing import Iterable
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.metrics_core import (

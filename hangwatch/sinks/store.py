@@ -12,9 +12,10 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 __all__ = ["HistoryStore", "Episode", "Transition", "AlertRecord"]
 
@@ -137,7 +138,8 @@ class HistoryStore:
             cur = db.execute(
                 "INSERT INTO transitions (at, server, state, prev_state, cause, rule, phase, episode_id, verdict)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", row)
-            return int(cur.lastrowid)
+            assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
+            return cur.lastrowid
 
     def transitions(self, limit: int = 100) -> list[Transition]:
         """The newest `limit` transitions, newest first."""

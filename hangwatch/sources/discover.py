@@ -12,8 +12,8 @@ import os
 import shlex
 import stat
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from hangwatch.engines import ENGINES
 from hangwatch.errors import TargetError

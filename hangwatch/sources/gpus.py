@@ -16,9 +16,10 @@ import json
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
@@ -176,7 +177,7 @@ def _gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
 
 class _ProcessInfo(SimpleNamespace):
     pid: int
-    usedGpuMemory: int | None  # noqa: N815 - pynvml's name
+    usedGpuMemory: int | None
 
 
 class RecordedNvml:
@@ -200,39 +201,39 @@ class RecordedNvml:
         self._asked: set[tuple[str, int]] = set()
         self.init_calls = 0
 
-    def nvmlInit(self) -> None:  # noqa: N802 - pynvml's names
+    def nvmlInit(self) -> None:
         self.init_calls += 1
         if self._fail_init is not None:
             raise self.NVMLError(self._fail_init)
 
-    def nvmlShutdown(self) -> None:  # noqa: N802
+    def nvmlShutdown(self) -> None:
         pass
 
-    def nvmlDeviceGetCount(self) -> int:  # noqa: N802
+    def nvmlDeviceGetCount(self) -> int:
         return max((len(s.get("gpus", [])) for s in self._samples), default=0)
 
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:  # noqa: N802
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> int:
         return index
 
-    def nvmlDeviceGetName(self, handle: int) -> str:  # noqa: N802
+    def nvmlDeviceGetName(self, handle: int) -> str:
         return self._field(handle, "name")
 
-    def nvmlDeviceGetUUID(self, handle: int) -> str:  # noqa: N802
+    def nvmlDeviceGetUUID(self, handle: int) -> str:
         return self._field(handle, "uuid")
 
-    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:  # noqa: N802
+    def nvmlDeviceGetCudaComputeCapability(self, handle: int) -> tuple[int, int]:
         major, minor = str(self._field(handle, "compute_capability")).split(".")
         return int(major), int(minor)
 
-    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetMemoryInfo(self, handle: int) -> SimpleNamespace:
         self._tick("memory", handle)
         used, total = self._field(handle, "memory_used_mib"), self._field(handle, "memory_total_mib")
         return SimpleNamespace(used=int(used * _MIB), total=int(total * _MIB), free=int((total - used) * _MIB))
 
-    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:  # noqa: N802
+    def nvmlDeviceGetUtilizationRates(self, handle: int) -> SimpleNamespace:
         return SimpleNamespace(gpu=self._field(handle, "utilization_pct"), memory=0)
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[_ProcessInfo]:  # noqa: N802
+    def nvmlDeviceGetComputeRunningProcesses(self, handle: int) -> list[_ProcessInfo]:
         procs = self._gpu(handle).get("processes") or []
         return [_ProcessInfo(pid=p["pid"], usedGpuMemory=_bytes(p.get("used_mib"))) for p in procs]
 

@@ -197,7 +197,7 @@ def _in_thread(fn: Callable[[], T], timeout_s: float) -> T | Any:
 def _capture(fn: Callable[[], T]) -> tuple[bool, Any]:
     try:
         return True, fn()
-    except Exception as exc:  # noqa: BLE001 - any error is handed back to the caller's thread
+    except Exception as exc:  # any error is handed back to the caller's thread
         return False, exc
 
 

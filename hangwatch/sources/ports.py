@@ -14,7 +14,7 @@ import os
 import socket
 import struct
 import subprocess
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import ListeningSocket

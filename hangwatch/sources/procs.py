@@ -15,8 +15,9 @@ import shlex
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator
+from typing import TypeVar
 
 import psutil
 
@@ -24,6 +25,8 @@ from hangwatch.engines import ENGINES
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import ProcessRecord
 from hangwatch.redact import redact_cmdline
+
+T = TypeVar("T")
 
 __all__ = ["ProcessSampler", "process_role", "read_io_bytes", "read_process", "read_procs"]
 
@@ -182,7 +185,7 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRe
         )
 
 
-def _field(getter):  # type: ignore[no-untyped-def]
+def _field(getter: Callable[[], T]) -> T | None:
     try:
         return getter()
     except _FIELD_ERRORS:

@@ -14,8 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Sequence
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import Missing, ProcessStack, Source

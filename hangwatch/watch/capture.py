@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import socket
 import time
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from hangwatch._version import __version__
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ThreadStack

@@ -11,9 +11,11 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
+from hangwatch.engines import Engine, get_engine, guess_engine
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     GpuInfo,
@@ -82,7 +84,7 @@ class LiveSources:
         self.ports_text: str | None = None
         self.engine_changed = False
         self._engine_name: str | None = getattr(server, "engine", None)
-        self._engine = None
+        self._engine: Engine | None = None
         self._tail = self._open_log()
         self._gpu_retry_at = 0.0 if config.gpus else float("inf")
         self._nvml = config.nvml
@@ -158,8 +160,6 @@ class LiveSources:
 
     def engine_for(self, lines: Sequence[LogLine]) -> Any:
         """The engine, guessed from the log and command line when discover() could not tell."""
-        from hangwatch.engines import get_engine, guess_engine
-
         self.engine_changed = False
         if self._engine is None and self._engine_name is None:
             self._engine_name = guess_engine(list(lines)[-2000:], getattr(self.server, "cmdline", "") or "")
@@ -225,7 +225,7 @@ class LiveSources:
 
     # ---------------------------------------------------------------- timing
 
-    def _timed(self, name: str) -> "_Timer":
+    def _timed(self, name: str) -> _Timer:
         return _Timer(self.latencies, name)
 
 

@@ -18,8 +18,8 @@ stack cannot say what it waits for), and at most once per `native_interval_s` pe
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from hangwatch.model import ProcessStack, ThreadStack
 

@@ -8,8 +8,8 @@ loop builds snapshots and passes times in.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from hangwatch.model import ProcessRecord, ProcessStack
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Iterable, Sequence
 
 from hangwatch.model import GpuSample, LogLine, PhaseEvent, ProcessStack, Verdict
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any
 
 from hangwatch.classify import classify
 from hangwatch.errors import SourceUnavailable
@@ -245,7 +246,7 @@ class Watcher:
         self._snapshot = snapshot
         if signals:
             self._last_progress_t = t
-            self._signals.update({signal: t for signal in signals})
+            self._signals.update(dict.fromkeys(signals, t))
         horizon = t - self.config.recent_signals_s
         self._signals = {s: seen for s, seen in self._signals.items() if seen >= horizon}
 

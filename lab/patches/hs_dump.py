@@ -14,8 +14,9 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 TARGET = "transformers.models.llama.modeling_llama"
 DUMP_DIR = Path(os.environ.get("HS_DUMP_DIR", f"/dev/shm/hangwatch-hsdump-{os.getpid()}"))

@@ -9,13 +9,12 @@ verdict is decided and its alerts are delivered, then runs until it is killed.
 import sys
 import time
 
-from helpers.serve_support import make_verdict
-
 from hangwatch.model import State
 from hangwatch.sinks.alerts import AlertDispatcher, RetryPolicy, WebhookSink
 from hangwatch.sinks.api import create_app, serve_in_thread
 from hangwatch.sinks.store import HistoryStore
 from hangwatch.watch.published import StaticView
+from helpers.serve_support import make_verdict
 
 
 def main(db: str, url: str, state: str) -> None:

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from helpers.paths import DATA
 
@@ -88,7 +89,7 @@ def start_fake_server(
     """A fake launcher (python -m sglang.launch_server ARGS); returns it and {"pid", "children"}."""
     ready = tmp / f"ready-{engine}-{len(spawner.procs)}.json"
     full_env = {**os.environ, "PYTHONPATH": str(FAKE_SERVERS), "HW_READY": str(ready), **(env or {})}
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - closed below, the child keeps its copy
+    out = open(log, "ab") if log else subprocess.DEVNULL
     try:
         proc = spawner.start([sys.executable, "-m", MODULES[engine], *args], env=full_env, stdout=out, stderr=out)
     finally:

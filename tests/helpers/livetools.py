@@ -13,10 +13,12 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from helpers.paths import PROGRAMS
+
 LAUNCHER = PROGRAMS / "sglang" / "launch_server.py"
 HANGWATCH = [str(Path(sys.executable).parent / "hangwatch")]  # the installed entry point
 

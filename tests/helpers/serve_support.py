@@ -3,11 +3,9 @@ hand-built verdicts of helpers/serve_fixtures.py (one source for both suites).""
 
 import json
 import socket
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
 from helpers.serve_fixtures import SECRET, make_verdict, make_view  # noqa: F401
 

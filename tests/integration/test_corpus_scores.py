@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import ROOT
+
 DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
 PROBES = ROOT / "tests" / "probe_corpus"
 BLIND = ROOT / "tests" / "probe_corpus_blind"

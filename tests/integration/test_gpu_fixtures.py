@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import ROOT
+
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").exists())
 _SOURCE_DETAIL = re.compile(r"\((?P<label>[^()]+)\)$")  # `stacks/TP1.3.json (TP1)`

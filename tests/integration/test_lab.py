@@ -12,12 +12,14 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from helpers.paths import ROOT
+
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
 START_TIMEOUT_S = 300  # lab.scenarios.ONSET_TIMEOUT_S: a TP=2 start on 2 shared cores

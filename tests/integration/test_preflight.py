@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from helpers.liveprocs import Spawner
 from helpers.paths import FIXTURES, ROOT
 

@@ -59,7 +59,8 @@ def gpus(name, cc, n, used, util, samples=3):
         for g in range(n)]} for i in range(samples)]}
 
 
-VLLM_HEAD = lambda pid, ts, model: [
+def VLLM_HEAD(pid, ts, model):
+    return [
     f"INFO {ts} [__init__.py:241] Automatically detected platform cuda.",
     f"(APIServer pid={pid}) INFO {ts} [api_server.py:1805] vLLM API server version 0.10.1.1",
     f"(APIServer pid={pid}) INFO {ts} [utils.py:326] non-default args: {{'model': '{model}', 'tensor_parallel_size': 2}}",

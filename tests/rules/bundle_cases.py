@@ -1,5 +1,5 @@
 """Rule-test cases: CASES[rule_id] = {"fires": {name: bundle}, "quiet": {name: bundle}} (written by build_bundles.py)."""
-from bundle_lib import *  # noqa: F401,F403
+from bundle_lib import *
 
 CASES = {}
 

@@ -52,7 +52,7 @@ def sg_stages(tp=2, old=False, backend_line=None, nccl="2.27.5", model_type="Qwe
     else:
         st.append(("load_end", [f"[{c(6)}{r}] Load weight end. elapsed=5.1{i} s, type={model_type}, avail mem=130.5{i} GB, mem usage=7.65 GB." for i, r in enumerate(ranks)]))
     kv = []
-    for i, r in enumerate(ranks):
+    for r in ranks:
         if old:
             kv.append(f"[{c()}{r}] KV Cache is allocated. #tokens: 1400000, K size: 48.00 GB, V size: 48.00 GB")
         else:
@@ -94,7 +94,6 @@ def sg_log(upto, extra=(), drop=(), **kw):
 
 def v_stages(tp=2, nccl="2.27.3", backend="Flash Attention", compile=True):
     c = Clock()
-    t = lambda: c()[5:].replace("2026-", "")  # noqa: E731
     def w(i, file, msg):
         name = f"Worker_TP{i}" if tp > 1 else "EngineCore_DP0"
         pid = 2100 + i if tp > 1 else 2000

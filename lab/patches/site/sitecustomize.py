@@ -4,6 +4,6 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-import hs_dump  # noqa: E402
+import hs_dump
 
 hs_dump.install()

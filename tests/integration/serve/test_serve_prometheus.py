@@ -4,16 +4,15 @@ import json
 import shutil
 import subprocess
 import time
-from pathlib import Path
 
 import httpx
 import pytest
-from helpers.serve_support import free_port, make_verdict, make_view
 
-from helpers.paths import ROOT
 from hangwatch.model import State
 from hangwatch.sinks.api import create_app, serve_in_thread
 from hangwatch.sinks.metrics import make_registry
+from helpers.paths import ROOT
+from helpers.serve_support import free_port, make_verdict, make_view
 
 DASHBOARDS = ROOT / "dashboards"
 PROMTOOL, PROMETHEUS, AMTOOL = (shutil.which(name) for name in ("promtool", "prometheus", "amtool"))

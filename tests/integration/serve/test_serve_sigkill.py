@@ -12,7 +12,6 @@ import pytest
 from helpers.paths import TESTS
 
 
-
 def start(db: Path, url: str, state: str) -> tuple[subprocess.Popen, str]:
     # The daemon imports the same helpers the tests do: run it as a module with tests/ as its cwd.
     proc = subprocess.Popen([sys.executable, "-m", "helpers.alerting_daemon", str(db), url, state],

@@ -2,8 +2,6 @@
 
 import time
 
-from helpers.serve_support import SECRET, Receiver, free_port, make_verdict
-
 from hangwatch.model import State
 from hangwatch.sinks.alerts import (
     AlertDispatcher,
@@ -13,6 +11,7 @@ from hangwatch.sinks.alerts import (
     slack_client,
 )
 from hangwatch.sinks.store import HistoryStore
+from helpers.serve_support import SECRET, Receiver, free_port, make_verdict
 
 FAST = RetryPolicy(attempts=4, base_s=0.1, cap_s=0.5)
 

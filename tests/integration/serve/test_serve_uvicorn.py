@@ -5,10 +5,10 @@ import time
 
 import httpx
 import pytest
-from helpers.serve_support import SECRET, free_port, make_verdict, make_view
 
 from hangwatch.model import State
 from hangwatch.sinks.api import ServeError, create_app, serve_in_thread
+from helpers.serve_support import SECRET, free_port, make_verdict, make_view
 
 
 @pytest.fixture

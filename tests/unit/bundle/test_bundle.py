@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from helpers.paths import FIXTURES
 from hangwatch.bundle import archive as bundle_archive
 from hangwatch.bundle import (
     bundle_tarball_bytes,
@@ -20,6 +19,7 @@ from hangwatch.bundle import (
 )
 from hangwatch.errors import BundleError
 from hangwatch.model import GpuProcess, ListeningSocket, Missing, Phase, Source
+from helpers.paths import FIXTURES
 
 BUNDLES = FIXTURES / "bundles"
 FULL = BUNDLES / "sglang-dist-init"

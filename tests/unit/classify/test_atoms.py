@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from helpers.classify_builders import check, event, frame, logs, stack
-
 from hangwatch.classify.atoms import ARGS, ATOMS
 from hangwatch.classify.conditions import Outcome
 from hangwatch.model import (
@@ -19,6 +17,7 @@ from hangwatch.model import (
     Source,
     ThreadStack,
 )
+from helpers.classify_builders import check, event, frame, logs, stack
 
 LOG = Evidence(
     log=logs(

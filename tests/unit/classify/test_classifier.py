@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from helpers.classify_builders import event, frame, logs, rule, stack
-
 from hangwatch.classify import classify, match_rule, rank_matches
 from hangwatch.classify.classifier import HOW_TO_COLLECT, Match
 from hangwatch.classify.context import Context
@@ -17,6 +15,7 @@ from hangwatch.model import (
     Source,
     State,
 )
+from helpers.classify_builders import event, frame, logs, rule, stack
 
 NCCL = rule(
     "{all: [{phase.at: dist_init}, {log.matches: 'Init torch distributed begin'}]}",

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers.classify_builders import check, rule
 
 from hangwatch.classify import classify
 from hangwatch.errors import RuleError
 from hangwatch.model import Evidence
 from hangwatch.parse.logs import read_log_lines
+from helpers.classify_builders import check, rule
 
 
 def log_of(text: str) -> Evidence:

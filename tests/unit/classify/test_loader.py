@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.classify_builders import rule
 
-from helpers.paths import FIXTURES
 from hangwatch.classify import RULES_DIR, load_rules
 from hangwatch.classify.causes import CAUSES
 from hangwatch.classify.loader import load_text
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
+from helpers.classify_builders import rule
+from helpers.paths import FIXTURES
 
 BAD = FIXTURES / "rules_bad"
 CAUSE_LIST = ", ".join(CAUSES)

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import re
 
-from helpers.classify_builders import logs
-
 from hangwatch.classify import logscan
 from hangwatch.classify.context import Context
 from hangwatch.model import Evidence, LogLine
+from helpers.classify_builders import logs
 
 
 def _per_line(pattern: re.Pattern[str], lines: tuple[LogLine, ...]) -> list[LogLine]:

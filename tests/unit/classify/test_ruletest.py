@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.classify_builders import logs, rule
-
 from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.errors import BundleError
 from hangwatch.model import Evidence
+from helpers.classify_builders import logs, rule
 
 NCCL = rule("{log.matches: 'Init torch distributed begin'}", id="nccl")
 BUNDLES = {

@@ -4,11 +4,9 @@ output (see its README.md); a few short ones are inline, copied from shared/refe
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from helpers.paths import FIXTURES
 from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
 from hangwatch.parse.stacks import (
     frame_origin,
@@ -20,6 +18,7 @@ from hangwatch.parse.stacks import (
     split_name,
     stack_signature,
 )
+from helpers.paths import FIXTURES
 
 STACKS = FIXTURES / "stacks"
 

@@ -2,7 +2,6 @@ import json
 import time
 
 import pytest
-from helpers.serve_fixtures import SECRET, make_verdict
 
 from hangwatch.model import Fact, Source, State
 from hangwatch.redact import redacted_verdict
@@ -15,6 +14,7 @@ from hangwatch.sinks.alerts import (
     slack_message,
 )
 from hangwatch.sinks.store import HistoryStore
+from helpers.serve_fixtures import SECRET, make_verdict
 
 
 class RecordingSink:

@@ -4,12 +4,12 @@ import tarfile
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 from hangwatch.model import State
 from hangwatch.redact import redacted_verdict
 from hangwatch.sinks.api import VerdictModel, create_app
 from hangwatch.sinks.store import HistoryStore
+from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 PATHS = ["/verdict", "/healthz", "/metrics", "/stacks", "/timeline", "/bundle", "/history"]
 

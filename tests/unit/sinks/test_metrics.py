@@ -1,10 +1,10 @@
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from helpers.serve_fixtures import make_verdict, make_view
 
 from hangwatch import __version__
 from hangwatch.model import State
 from hangwatch.sinks.metrics import make_registry
+from helpers.serve_fixtures import make_verdict, make_view
 
 SERVER = "sglang pid 100 on localhost:30000"
 

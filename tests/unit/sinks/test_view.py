@@ -1,10 +1,9 @@
 import threading
 
-from helpers.serve_fixtures import SECRET, make_verdict
-
 from hangwatch.model import State
 from hangwatch.redact import redacted, redacted_verdict
 from hangwatch.watch.published import StaticView, WatchView
+from helpers.serve_fixtures import SECRET, make_verdict
 
 
 def test_static_view_is_a_watch_view():

@@ -5,14 +5,14 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-from helpers.liveprocs import FAKE_SERVERS, Spawner, start_fake_server, wait_json, wait_until
 
 from hangwatch.errors import TargetError
 from hangwatch.sources.discover import Server, discover, log_path, read_cmdline
+from helpers.liveprocs import FAKE_SERVERS, Spawner, start_fake_server, wait_json, wait_until
 
 
 @pytest.fixture

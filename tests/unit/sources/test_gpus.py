@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pynvml
 import pytest
 
-from helpers.paths import DATA
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 from hangwatch.sources.gpus import (
@@ -19,6 +17,7 @@ from hangwatch.sources.gpus import (
     read_gpus,
     record_gpus,
 )
+from helpers.paths import DATA
 
 GPUS = DATA / "gpus"
 

@@ -19,7 +19,7 @@ def _read_in_thread(tail: LogTail | Path) -> bytes | BaseException:
     def run() -> None:
         try:
             out.append((tail if isinstance(tail, LogTail) else LogTail(tail)).read_new())
-        except BaseException as exc:  # noqa: BLE001 - handed back to the test
+        except BaseException as exc:
             out.append(exc)
 
     thread = threading.Thread(target=run, daemon=True)

@@ -6,7 +6,7 @@ import os
 import shutil
 import socket
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -7,7 +7,6 @@ import sys
 import time
 
 import pytest
-from helpers.liveprocs import Spawner, start_fake_server, wait_until
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.procs import (
@@ -16,6 +15,7 @@ from hangwatch.sources.procs import (
     read_io_bytes,
     read_procs,
 )
+from helpers.liveprocs import Spawner, start_fake_server, wait_until
 
 # a parent that starts CHILD_CODE children and writes their pids to $HW_READY
 PARENT = """

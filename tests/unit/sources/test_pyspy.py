@@ -9,10 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.liveprocs import Spawner
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.pyspy import PTRACE_HINT, dump_many, dump_stacks
+from helpers.liveprocs import Spawner
 
 PYSPY = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")  # as dump_stacks finds it
 pytestmark = pytest.mark.skipif(not os.path.exists(PYSPY), reason="py-spy not installed")

@@ -4,6 +4,6 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
-import _fake  # noqa: E402
+import _fake
 
 _fake.run(["VLLM::EngineCore"])
