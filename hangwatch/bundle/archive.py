@@ -160,7 +160,7 @@ class _CappedStream(io.RawIOBase):
 class _BoundedTarInfo(tarfile.TarInfo):
     """Refuses GNU long-name/long-link and pax headers over MAX_HEADER_BYTES before tarfile reads them."""
 
-    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+    def _proc_member(self, tarfile_: tarfile.TarFile) -> tarfile.TarInfo:
         special = (tarfile.GNUTYPE_LONGNAME, tarfile.GNUTYPE_LONGLINK, tarfile.XHDTYPE, tarfile.XGLTYPE,
                    tarfile.SOLARIS_XHDTYPE)
         if self.type in special and self.size > MAX_HEADER_BYTES:

@@ -17,8 +17,8 @@ from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence
-from hangwatch.sinks.report import print_verdict
 from hangwatch.redact import redact_obj
+from hangwatch.sinks.report import print_verdict
 
 RulesOption = Annotated[
     list[Path] | None,
