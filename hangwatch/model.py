@@ -246,6 +246,16 @@ class Finding:
 
 
 @dataclass(frozen=True)
+class EndpointAnswer:
+    """The engine's own health/model endpoint, asked when no log is readable (sources/health.py)."""
+
+    url: str  # "http://127.0.0.1:30000/ready"
+    status: int | None  # HTTP status; None: no answer (refused, timeout)
+    ready: bool  # a real answer from an endpoint that proves the start finished
+    detail: str = ""  # "503", "timed out after 0.5 s", "model_path=/models/x"
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Everything known about one server start at one moment (live) or from one bundle."""
 
@@ -271,6 +281,7 @@ class Evidence:
     host: Mapping[str, HostFact] = field(default_factory=dict)  # preflight: facts about the host
     host_unknown: Mapping[str, str] = field(default_factory=dict)  # host fact -> why it could not be read
     preflight: tuple[Finding, ...] = ()  # what the preflight before this launch found
+    endpoint: EndpointAnswer | None = None  # the latest answer of the engine's health endpoint
 
 
 # ---------------------------------------------------------------- verdict

@@ -22,6 +22,7 @@ from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.engines import get_engine, guess_engine
 from hangwatch.errors import BundleError
 from hangwatch.model import (
+    EndpointAnswer,
     Evidence,
     GpuInfo,
     GpuProcess,
@@ -88,6 +89,7 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
         log_quiet_s=_float(meta.get("log_quiet_s")),
         progress_signals=tuple(s for s in _list(meta.get("progress_signals")) if isinstance(s, str)),
         server_port=_server_port(flags, engine, cmdline),
+        endpoint=_endpoint(meta),
     )
 
 
@@ -142,6 +144,16 @@ def _last_lines(region: bytes, count: int) -> bytes:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
+
+
+def _endpoint(meta: Mapping[str, Any]) -> EndpointAnswer | None:
+    """The engine endpoint's answer (meta.json "endpoint", an extension of BUNDLE.md)."""
+    entry = meta.get("endpoint")
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
+        return None
+    status = entry.get("status")
+    return EndpointAnswer(entry["url"], status if isinstance(status, int) else None,
+                          entry.get("ready") is True, str(entry.get("detail") or ""))
 
 
 def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:

@@ -192,7 +192,9 @@ class Context:
 
     @cached_property
     def ready(self) -> bool:
-        return ready_seen(self.evidence.phases)
+        # the log's ready line, else (no log readable) the engine's own endpoint said so
+        endpoint = self.evidence.endpoint
+        return ready_seen(self.evidence.phases) or (endpoint is not None and endpoint.ready)
 
     def event_for(self, rank: str, position: Position) -> PhaseEvent | None:
         """The last log event that put `rank` at `position`."""

@@ -16,6 +16,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.model import LogLine, Phase, PhaseEvent
 
 MAIN = "main"  # rank key for events with no rank (launcher, unprefixed single-rank logs)
@@ -151,6 +152,7 @@ class Engine(abc.ABC):
     distributions: tuple[str, ...] = ()  # its pip distributions (preflight reads their versions)
     markers: tuple[Marker, ...] = ()  # engine-specific markers, tried before COMMON_MARKERS
     log_signals: tuple[re.Pattern[str], ...] = ()  # message patterns only this engine prints
+    health_endpoints: tuple[HealthEndpoint, ...] = ()  # asked in order when no log is readable
 
     def phase_events(self, lines: Iterable[LogLine]) -> tuple[PhaseEvent, ...]:
         """One event at most per line: the first marker that matches (specific before common)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 
 from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.model import Phase, rank_from_name
 
 _GRAPH = r"(?:piecewise )?(?:cuda|CUDA|cpu|CPU|npu|NPU|xpu|XPU) graph"
@@ -97,6 +98,16 @@ class SGLang(Engine):
     name = "sglang"
     default_port = 30000
     distributions = ("sglang", "sgl-kernel")
+    # /ready (0.5+): 200 once the warm-up request passed, 503 before; never generates.
+    # /health: 503 while starting (0.4.7+; older ones answer 200 as soon as HTTP is up); once up it
+    # runs a one-token health generation (SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION), so it is asked
+    # only where /ready is missing, and no more once it said ready.
+    # /get_model_info answers as soon as HTTP serves, before the warm-up: "up", not ready.
+    health_endpoints = (
+        HealthEndpoint("/ready"),
+        HealthEndpoint("/health"),
+        HealthEndpoint("/get_model_info", proves="up", json_key="model_path"),
+    )
     markers = MARKERS
     log_signals = (
         re.compile(r"^\[[\d\-: .]+ (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+(?: \w+\d+)*\] "),

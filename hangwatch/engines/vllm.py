@@ -14,6 +14,7 @@ import re
 from dataclasses import replace
 
 from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.model import Phase, PhaseEvent, rank_from_name
 
 MARKERS: tuple[Marker, ...] = (
@@ -78,6 +79,12 @@ class VLLM(Engine):
     name = "vllm"
     default_port = 8000
     distributions = ("vllm",)
+    # The API server builds its engine client (which waits for the engine core's READY) before it
+    # serves any route: /health's 200 means the engine is up; /v1/models lists the served model.
+    health_endpoints = (
+        HealthEndpoint("/health"),
+        HealthEndpoint("/v1/models", json_key="data"),
+    )
     markers = MARKERS
     log_signals = (
         re.compile(r"^\((?:EngineCore|APIServer|ApiServer|Worker|VllmWorker)[\w ]* pid="),

@@ -16,9 +16,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from hangwatch.engines import ENGINES
-from hangwatch.errors import TargetError
+from hangwatch.errors import SourceUnavailable, TargetError
 from hangwatch.parse.flags import parse_flags, server_port
 from hangwatch.redact import filter_env, redact_cmdline
+from hangwatch.sources.logfind import LogLocation, find_log
 from hangwatch.sources.procs import stat_fields
 
 __all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
@@ -36,8 +37,10 @@ class Server:
     flags: Mapping[str, str | bool] = field(default_factory=dict)
     host: str = _DEFAULT_HOST
     port: int = 0
-    log_path: str | None = None  # where the launcher's stderr/stdout goes, when it is a regular file
+    log_path: str | None = None  # the file holding the launcher's stderr/stdout (its own, a tee's, a runtime's)
     env: Mapping[str, str] = field(default_factory=dict)  # filtered and redacted
+    log: LogLocation | None = None  # where and in which format the log is (sources.logfind)
+    log_missing: str | None = None  # when no log was found: what was tried
 
 
 def discover(pid: int, *, proc_root: str = "/proc") -> Server:
@@ -61,6 +64,7 @@ def _server(pid: int, engine: str, proc_root: str) -> Server:
     cmdline = redact_cmdline(read_cmdline(pid, proc_root=proc_root) or "")
     flags = parse_flags(cmdline)
     host = flags.get("host")
+    log, log_missing = _find_log(pid, proc_root)
     return Server(
         engine=engine,
         launcher_pid=pid,
@@ -68,9 +72,18 @@ def _server(pid: int, engine: str, proc_root: str) -> Server:
         flags=flags,
         host=host if isinstance(host, str) and host else _DEFAULT_HOST,
         port=server_port(flags, ENGINES[engine]),
-        log_path=log_path(pid, proc_root=proc_root),
+        log_path=log.path if log else None,
         env=_env(pid, proc_root),
+        log=log,
+        log_missing=log_missing,
     )
+
+
+def _find_log(pid: int, proc_root: str) -> tuple[LogLocation | None, str | None]:
+    try:
+        return find_log(pid, proc_root=proc_root), None
+    except SourceUnavailable as exc:
+        return None, exc.reason
 
 
 def _short(cmdline: str, limit: int = 120) -> str:

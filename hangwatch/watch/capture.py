@@ -47,6 +47,7 @@ def build_evidence(watcher: Watcher, t: float) -> Evidence:
         progress_signals=watcher.recent_signals(),
         log_quiet_s=round(watcher.since_last_log(t), 2),
         server_port=getattr(server, "port", None),
+        endpoint=sources.endpoint,
     )
 
 
@@ -64,6 +65,7 @@ def meta_dict(watcher: Watcher, t: float) -> dict[str, Any]:
         "log_quiet_s": round(watcher.since_last_log(t), 1),
         "progress_signals": list(watcher.recent_signals()),
         "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in watcher.sources.missing()],
+        "endpoint": _endpoint_dict(watcher.sources.endpoint),
         "host": getattr(server, "host_name", None) or socket.gethostname(),
         "gpu_model": gpu.name if gpu else None,
         "compute_capability": gpu.compute_capability if gpu else None,
@@ -119,6 +121,12 @@ def timeline_json(phases: Iterable[TimedPhase]) -> dict[str, list[dict[str, Any]
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _endpoint_dict(answer: Any) -> dict[str, Any] | None:
+    if answer is None:
+        return None
+    return {"url": answer.url, "status": answer.status, "ready": answer.ready, "detail": answer.detail}
 
 
 def _timeline_file(watcher: Watcher, t: float) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from typing import Any
 from hangwatch.engines import Engine, get_engine, guess_engine
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
+    EndpointAnswer,
     GpuInfo,
     ListeningSocket,
     LogLine,
@@ -26,7 +27,9 @@ from hangwatch.model import (
     ProcessStack,
 )
 from hangwatch.parse.logs import read_log_lines
-from hangwatch.sources.logtail import LogTail
+from hangwatch.sources.health import HealthProber
+from hangwatch.sources.logfind import LogLocation
+from hangwatch.sources.logreader import LogReader, open_log
 from hangwatch.sources.ports import read_listening
 
 __all__ = ["LiveSources", "StackTarget", "stack_targets", "STACK_ROLES"]
@@ -86,6 +89,8 @@ class LiveSources:
         self._engine_name: str | None = getattr(server, "engine", None)
         self._engine: Engine | None = None
         self._tail = self._open_log()
+        self.endpoint: EndpointAnswer | None = None
+        self._prober: HealthProber | None = None
         self._gpu_retry_at = 0.0 if config.gpus else float("inf")
         self._nvml = config.nvml
         self._pyspy_retry_at = 0.0
@@ -114,14 +119,27 @@ class LiveSources:
     def log_path(self) -> str | None:
         return self.config.log_path or getattr(self.server, "log_path", None)
 
-    def _open_log(self) -> LogTail | None:
-        path = self.log_path
-        if not path:
-            self._missing["log"] = Missing(
-                "log", "no log file found: the server writes to a terminal or a pipe",
-                "pass --log PATH, or start the server with `hangwatch run -- CMD` (it keeps a copy of the output)")
+    def _open_log(self) -> LogReader | None:
+        location = self._log_location()
+        if location is None:
+            reason = getattr(self.server, "log_missing", None) or "no log file found: the server writes to a terminal or a pipe"
+            self._missing["log"] = Missing("log", reason, "pass --log PATH, or start the server with `hangwatch run -- CMD` (it keeps a copy of the output)")
             return None
-        return LogTail(path, start_tail_bytes=self.config.initial_log_bytes)
+        try:
+            return open_log(location, start_tail_bytes=self.config.initial_log_bytes)
+        except SourceUnavailable as exc:
+            self.note_missing(exc)
+            return None
+
+    def _log_location(self) -> LogLocation | None:
+        """--log wins; else what discovery found (a file, a tee's file, a runtime's, the journal)."""
+        if self.config.log_path:
+            return LogLocation(self.config.log_path, via="--log")
+        found = getattr(self.server, "log", None)
+        if found is not None:
+            return found
+        path = getattr(self.server, "log_path", None)
+        return LogLocation(path) if path else None
 
     def read_log(self) -> bytes:
         if self._tail is None:
@@ -143,6 +161,31 @@ class LiveSources:
             chunks.append(self._tail.read_new())
             if self._tail.bytes_seen == before or self._tail.bytes_seen - start >= _LOG_BYTES_PER_TICK:
                 return b"".join(chunks)
+
+    def close(self) -> None:
+        """Stop what the log reader runs (journalctl) and the health prober's thread."""
+        if self._tail is not None:
+            self._tail.close()
+        if self._prober is not None:
+            self._prober.close()
+
+    # ---------------------------------------------------------------- readiness without a log
+
+    def read_health(self) -> None:
+        """Ask the engine's own endpoint, only while its port is open and no log is readable."""
+        port = getattr(self.server, "port", 0)
+        if not port or not self._log_unreadable() or not any(s.port == port for s in self.ports):
+            return
+        if self._prober is None:
+            from hangwatch.engines import get_engine
+
+            name = self._engine_name
+            self._prober = HealthProber(get_engine(name).health_endpoints if name else ())
+        with self._timed("health"):
+            self.endpoint = self._prober.poll(getattr(self.server, "host", "") or "127.0.0.1", port)
+
+    def _log_unreadable(self) -> bool:
+        return self._tail is None or "log" in self._missing
 
     @property
     def log_bytes_seen(self) -> int:

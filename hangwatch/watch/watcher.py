@@ -123,6 +123,7 @@ class Watcher:
         self._read_log(t)
         self._read_procs()
         self.sources.read_ports()
+        self.sources.read_health()
         self._read_gpus(t)
         self._collect_stacks(t)
         self._track_progress(t)
@@ -306,6 +307,7 @@ class Watcher:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self.sources.close()
 
 
 def live_rules(rules: Sequence[Any], min_hold_s: float) -> list[Any]:

@@ -1,0 +1,352 @@
+"""Where a server's log really is, from its stdout/stderr (fd 2, then fd 1).
+
+* a regular file (`> server.log 2>&1`, `hangwatch run`): that file;
+* a pipe: whoever holds its read end (the same `pipe:[INODE]` in /proc/*/fd, opened for
+  reading) is followed: `tee FILE`, `cat >> FILE`, multilog/svlogd/rotatelogs-style writers
+  → the regular file they write (through further pipes: `| grep … | tee FILE`); a container shim
+  (containerd-shim, conmon) or dockerd → the runtime's log file of that container;
+* a Unix socket with systemd-journald running: the journal (`journalctl _PID=…`);
+* nothing visible (a sidecar sees the server but not the shim on the host): the container id
+  from /proc/PID/cgroup and the runtimes' log directories.
+
+`find_log` returns a `LogLocation` or raises `SourceUnavailable` whose reason lists what was
+tried. Every root is a parameter (`RuntimeRoots`), so tests run on real files in tmp dirs.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass
+
+from hangwatch.errors import SourceUnavailable
+
+__all__ = ["LogLocation", "RuntimeRoots", "container_ids", "find_log", "pipe_readers"]
+
+_MAX_HOPS = 4  # pipe → reader → pipe → ... (`| grep | tee FILE`)
+_HINT = "pass --log PATH, or start the server with `hangwatch run -- CMD` (it keeps a copy of the output)"
+_SHIMS = ("containerd-shim", "conmon", "dockerd")
+
+
+@dataclass(frozen=True)
+class LogLocation:
+    """A log to read: a file in `format`, or the journal (`path` None, `journal_match` set)."""
+
+    path: str | None
+    format: str = "plain"  # parse.runtimelog.FORMATS
+    via: str = ""  # how it was found, for the user ("tee (pid 4242)")
+    journal_match: tuple[str, ...] = ()  # journalctl matches, e.g. ("_PID=4242",)
+
+
+@dataclass(frozen=True)
+class RuntimeRoots:
+    """Where runtimes keep container logs (mount the host's paths here in a sidecar)."""
+
+    pods: str = "/var/log/pods"  # CRI: <ns>_<pod>_<uid>/<container>/<restart>.log
+    containers: str = "/var/log/containers"  # CRI symlinks: <pod>_<ns>_<container>-<id>.log
+    docker: str = "/var/lib/docker"  # json-file: containers/<id>/<id>-json.log
+    podman: str = "/var/lib/containers/storage"  # k8s-file: <driver>-containers/<id>/userdata/ctr.log
+    journalctl: str = "journalctl"
+
+
+def find_log(pid: int, *, proc_root: str = "/proc", roots: RuntimeRoots = RuntimeRoots()) -> LogLocation:
+    tried: list[str] = []
+    for fd in (2, 1):
+        found = _from_fd(pid, fd, proc_root, roots, tried)
+        if found is not None:
+            return found
+    found = _from_cgroup(pid, proc_root, roots, tried)
+    if found is not None:
+        return found
+    raise SourceUnavailable("log", "no log found: " + "; ".join(dict.fromkeys(tried)), _HINT)
+
+
+# ---------------------------------------------------------------- one fd
+
+
+def _from_fd(pid: int, fd: int, proc_root: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
+    fd_path = f"{proc_root}/{pid}/fd/{fd}"
+    try:
+        held, target = os.stat(fd_path), os.readlink(fd_path)
+    except OSError as exc:
+        tried.append(f"fd {fd} of pid {pid} unreadable ({exc.strerror or exc})")
+        return None
+    if stat.S_ISREG(held.st_mode):
+        return LogLocation(_visible_path(target, held, fd_path), via=f"fd {fd} of pid {pid}")
+    if stat.S_ISFIFO(held.st_mode):
+        return _behind_pipe(target, pid, proc_root, roots, tried, hops=0)
+    if stat.S_ISSOCK(held.st_mode):
+        return _behind_socket(pid, fd, proc_root, roots, tried)
+    tried.append(f"fd {fd} is {target} (a terminal or device: nothing keeps the output)")
+    return None
+
+
+def _visible_path(target: str, held: os.stat_result, fd_path: str) -> str:
+    """The link text names the file in the writer's mount namespace; when that is not the same
+    file here (a sidecar, a deleted log), the /proc/PID/fd/N path still reads it."""
+    try:
+        here = os.stat(target)
+    except OSError:
+        return fd_path
+    return target if (here.st_ino, here.st_dev) == (held.st_ino, held.st_dev) else fd_path
+
+
+# ---------------------------------------------------------------- pipes
+
+
+def pipe_readers(link: str, *, proc_root: str = "/proc", exclude: int | None = None) -> list[int]:
+    """Pids holding `link` ("pipe:[123]") open for reading (fdinfo flags: O_RDONLY or O_RDWR)."""
+    readers = []
+    for name in _pids(proc_root):
+        pid = int(name)
+        if pid == exclude:
+            continue
+        for fd in _fds(pid, proc_root):
+            if _readlink(f"{proc_root}/{pid}/fd/{fd}") == link and _access_mode(pid, fd, proc_root) in (0, 2):
+                readers.append(pid)
+                break
+    return readers
+
+
+def _behind_pipe(link: str, writer: int, proc_root: str, roots: RuntimeRoots, tried: list[str], hops: int) -> LogLocation | None:
+    readers = pipe_readers(link, proc_root=proc_root, exclude=writer)
+    if not readers:
+        tried.append(f"{link}: no process here holds its read end (the reader is in another PID namespace)")
+        return None
+    for reader in readers:
+        found = _follow_reader(reader, writer, proc_root, roots, tried, hops)
+        if found is not None:
+            return found
+    return None
+
+
+def _follow_reader(reader: int, writer: int, proc_root: str, roots: RuntimeRoots, tried: list[str], hops: int) -> LogLocation | None:
+    comm = _read(f"{proc_root}/{reader}/comm").strip()
+    if comm.startswith(_SHIMS):
+        return _from_runtime(reader, comm, writer, proc_root, roots, tried)
+    files, pipes = _written(reader, proc_root)
+    if files:
+        named = [os.path.normpath(os.path.join(_readlink(f"{proc_root}/{reader}/cwd"), a)) for a in _argv(reader, proc_root)[1:]]
+        path, fd_path, held = _likely_log(files, named)
+        return LogLocation(_visible_path(path, held, fd_path), via=f"{comm} (pid {reader}) writes {path}")
+    for link in pipes:
+        if hops + 1 < _MAX_HOPS:
+            found = _behind_pipe(link, reader, proc_root, roots, tried, hops + 1)
+            if found is not None:
+                return found
+    tried.append(f"the pipe's reader {comm} (pid {reader}) writes no regular file")
+    return None
+
+
+_Written = tuple[str, str, os.stat_result]  # (path, /proc/PID/fd/N, stat)
+
+
+def _likely_log(files: list[_Written], args: list[str]) -> _Written:
+    """A file the reader was told to write (`tee FILE`, `rotatelogs FILE`, multilog's dir/current;
+    `args` made absolute) first; else its first file beyond stdout (fd order), else stdout
+    itself (`cat > FILE`)."""
+    named = [f for f in files if any(f[0] == arg or os.path.dirname(f[0]) == arg for arg in args)]
+    beyond_stdout = [f for f in files if not f[1].endswith("/fd/1")]
+    return (named or beyond_stdout or files)[0]
+
+
+def _written(pid: int, proc_root: str) -> tuple[list[_Written], list[str]]:
+    """Regular files (and pipes) that `pid` holds open for writing, in fd order; never its
+    stderr (fd 2: the reader's own errors, often the terminal's or a job's file)."""
+    files, pipes = [], []
+    for fd in sorted(_fds(pid, proc_root), key=int):
+        if fd == "2" or _access_mode(pid, fd, proc_root) not in (1, 2):
+            continue
+        fd_path = f"{proc_root}/{pid}/fd/{fd}"
+        target = _readlink(fd_path)
+        try:
+            held = os.stat(fd_path)
+        except OSError:
+            continue
+        if stat.S_ISREG(held.st_mode) and not target.startswith(("/dev/", "/proc/")):
+            files.append((target.removesuffix(" (deleted)"), fd_path, held))
+        elif stat.S_ISFIFO(held.st_mode):
+            pipes.append(target)
+    return files, pipes
+
+
+# ---------------------------------------------------------------- container runtimes
+
+
+def _from_runtime(shim: int, comm: str, writer: int, proc_root: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
+    argv = _argv(shim, proc_root)
+    via = f"{comm} (pid {shim})"
+    if comm == "conmon":
+        found = _conmon_log(argv, via)
+        if found is not None:
+            return found
+    if comm.startswith("containerd-shim") and _arg(argv, "-namespace") == "moby":
+        cid = _arg(argv, "-id")
+        if cid:
+            return _docker_log(cid, roots, via, tried, proc_root)
+    found = _from_cgroup(writer, proc_root, roots, tried)
+    if found is None:
+        tried.append(f"the pipe goes to {via}, and no log file of that container was found")
+    return found
+
+
+def _conmon_log(argv: list[str], via: str) -> LogLocation | None:
+    """conmon's `-l/--log-path [DRIVER:]PATH` (k8s-file: the CRI format; CRI-O and podman)."""
+    for value in _args(argv, "-l", "--log-path"):
+        known = value.startswith(("k8s-file:", "journald:", "passthrough:", "none:"))
+        driver, path = value.split(":", 1) if known else ("k8s-file", value)
+        if driver == "k8s-file" and path:
+            return LogLocation(path, "cri", via)
+        if driver == "journald":
+            cid = _arg(argv, "-c") or _arg(argv, "--cid")
+            if cid:
+                return LogLocation(None, "journald", via, (f"CONTAINER_ID_FULL={cid}",))
+    return None
+
+
+def _docker_log(cid: str, roots: RuntimeRoots, via: str, tried: list[str], proc_root: str = "/proc") -> LogLocation | None:
+    for root in dict.fromkeys([roots.docker, *_dockerd_roots(proc_root)]):
+        path = os.path.join(root, "containers", cid, f"{cid}-json.log")
+        if os.path.isfile(path):
+            return LogLocation(path, "docker-json", via)
+    where = os.path.join(roots.docker, "containers", cid, f"{cid}-json.log")
+    tried.append(f"{via}: no json-file log at {where} (another log driver, or mount the host's {roots.docker}/containers)")
+    return None
+
+
+def _dockerd_roots(proc_root: str) -> list[str]:
+    """`--data-root` of every dockerd visible here (on the host; a sidecar sees none)."""
+    roots = []
+    for name in _pids(proc_root):
+        if _read(f"{proc_root}/{name}/comm").strip() == "dockerd":
+            roots.extend(_args(_argv(int(name), proc_root), "--data-root", "-g", "--graph"))
+    return roots
+
+
+# /proc/PID/cgroup paths of the common runtimes, cgroupfs and systemd drivers alike
+_POD_UID = re.compile(r"kubepods[^\n]*?[/-]pod(?P<uid>[0-9a-f]{8}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{4}[-_][0-9a-f]{12})")
+_CONTAINER_ID = re.compile(r"(?:^|[/-])(?P<kind>docker|cri-containerd|crio|libpod)?[-/]?(?P<id>[0-9a-f]{64})(?:\.scope)?$")
+
+
+def container_ids(pid: int, *, proc_root: str = "/proc") -> tuple[str | None, str | None, str | None]:
+    """(runtime kind or None, container id, pod uid) from /proc/PID/cgroup; Nones when not in one."""
+    for line in _read(f"{proc_root}/{pid}/cgroup").splitlines():
+        path = line.split(":", 2)[-1]
+        m = _CONTAINER_ID.search(path)
+        if m is None:
+            continue
+        pod = _POD_UID.search(path)
+        return m["kind"], m["id"], pod["uid"].replace("_", "-") if pod else None
+    return None, None, None
+
+
+def _from_cgroup(pid: int, proc_root: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
+    kind, cid, pod_uid = container_ids(pid, proc_root=proc_root)
+    if cid is None:
+        tried.append(f"pid {pid} is in no container cgroup")
+        return None
+    via = f"container {cid[:12]} (cgroup)"
+    if pod_uid is not None or kind in ("cri-containerd", "crio"):
+        found = _cri_log(cid, pod_uid, roots, via)
+        if found is not None:
+            return found
+        tried.append(f"no CRI log of container {cid[:12]} under {roots.containers} or {roots.pods}")
+    for path in glob.glob(os.path.join(roots.podman, "*-containers", cid, "userdata", "ctr.log")):
+        return LogLocation(path, "cri", via)
+    return _docker_log(cid, roots, via, tried, proc_root)
+
+
+def _cri_log(cid: str, pod_uid: str | None, roots: RuntimeRoots, via: str) -> LogLocation | None:
+    for link in sorted(glob.glob(os.path.join(roots.containers, f"*-{cid}.log"))):
+        path = os.path.realpath(link)
+        if os.path.isfile(path):
+            return LogLocation(path, "cri", via)
+    if pod_uid is None:
+        return None
+    logs = glob.glob(os.path.join(roots.pods, f"*_{pod_uid}", "*", "*.log"))
+    dirs = {os.path.dirname(p) for p in logs}
+    if len(dirs) != 1:
+        return None  # several containers in the pod: only the symlink above says which is ours
+    return LogLocation(max(logs, key=_restart_number), "cri", via)
+
+
+def _restart_number(path: str) -> int:
+    stem = os.path.basename(path).split(".", 1)[0]
+    return int(stem) if stem.isdigit() else -1
+
+
+# ---------------------------------------------------------------- journald
+
+
+def _behind_socket(pid: int, fd: int, proc_root: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
+    if not any(_read(f"{proc_root}/{p}/comm").strip() == "systemd-journal" for p in _pids(proc_root)):
+        tried.append(f"fd {fd} is a socket and no systemd-journald runs here")
+        return None
+    if shutil.which(roots.journalctl) is None:
+        tried.append(f"fd {fd} goes to systemd-journald, and {roots.journalctl} is not installed")
+        return None
+    return LogLocation(None, "journald", f"systemd-journald (fd {fd})", (f"_PID={pid}",))
+
+
+# ---------------------------------------------------------------- /proc helpers
+
+
+def _pids(proc_root: str) -> list[str]:
+    try:
+        return [name for name in os.listdir(proc_root) if name.isdigit()]
+    except OSError:
+        return []
+
+
+def _fds(pid: int, proc_root: str) -> list[str]:
+    try:
+        return os.listdir(f"{proc_root}/{pid}/fd")
+    except OSError:
+        return []  # gone, or another user's process
+
+
+def _access_mode(pid: int, fd: str | int, proc_root: str) -> int | None:
+    for line in _read(f"{proc_root}/{pid}/fdinfo/{fd}").splitlines():
+        if line.startswith("flags:"):
+            return int(line.split()[1], 8) & 0o3
+    return None
+
+
+def _readlink(path: str) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return ""
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _argv(pid: int, proc_root: str) -> list[str]:
+    raw = _read(f"{proc_root}/{pid}/cmdline")
+    return [a for a in raw.split("\x00") if a]
+
+
+def _args(argv: list[str], *names: str) -> list[str]:
+    """Values of `--name VALUE` and `--name=VALUE`."""
+    out = []
+    for i, arg in enumerate(argv):
+        for name in names:
+            if arg == name and i + 1 < len(argv):
+                out.append(argv[i + 1])
+            elif arg.startswith(name + "="):
+                out.append(arg[len(name) + 1 :])
+    return out
+
+
+def _arg(argv: list[str], name: str) -> str | None:
+    found = _args(argv, name)
+    return found[0] if found else None
