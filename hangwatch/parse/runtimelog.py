@@ -35,6 +35,10 @@ class LogDecoder(Protocol):
         """Complete lines of the file in, complete lines of the server's output out."""
         ...
 
+    def flush(self) -> bytes:
+        """The pieces still waiting for their line's end, as lines (the file ended: rotated)."""
+        ...
+
 
 class _Joiner:
     """Pieces of a line per stream, until the piece that ends it."""
@@ -53,6 +57,9 @@ class _Joiner:
         line = b"".join(parts)
         return line if line.endswith(b"\n") else line + b"\n"
 
+    def flush(self) -> bytes:
+        return b"".join(self.piece(stream, b"", True) for stream in list(self._pending))
+
 
 class CriDecoder:
     def __init__(self) -> None:
@@ -68,6 +75,9 @@ class CriDecoder:
             partial = m["tags"].split(b":", 1)[0] == b"P"
             out.append(self._joiner.piece(m["stream"], m["msg"], not partial))
         return b"".join(out)
+
+    def flush(self) -> bytes:
+        return self._joiner.flush()
 
 
 class DockerJsonDecoder:
@@ -85,6 +95,9 @@ class DockerJsonDecoder:
             out.append(self._joiner.piece(stream, text, text.endswith(b"\n")))
         return b"".join(out)
 
+    def flush(self) -> bytes:
+        return self._joiner.flush()
+
 
 def _json_record(record: bytes) -> tuple[bytes, bytes] | None:
     try:
@@ -101,6 +114,9 @@ def _json_record(record: bytes) -> tuple[bytes, bytes] | None:
 class _Plain:
     def feed(self, data: bytes) -> bytes:
         return data
+
+    def flush(self) -> bytes:
+        return b""
 
 
 def decoder_for(fmt: str) -> LogDecoder:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import http.client
 import json
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Sequence
 
 from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.model import EndpointAnswer

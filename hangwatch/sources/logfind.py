@@ -221,7 +221,7 @@ def _dockerd_roots(proc_root: str) -> list[str]:
     """`--data-root` of every dockerd visible here (on the host; a sidecar sees none)."""
     roots = []
     for name in _pids(proc_root):
-        if _read(f"{proc_root}/{name}/comm").strip() == "dockerd":
+        if _running(int(name), "dockerd", proc_root):
             roots.extend(_args(_argv(int(name), proc_root), "--data-root", "-g", "--graph"))
     return roots
 
@@ -282,7 +282,7 @@ def _restart_number(path: str) -> int:
 
 
 def _behind_socket(pid: int, fd: int, proc_root: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
-    if not any(_read(f"{proc_root}/{p}/comm").strip() == "systemd-journal" for p in _pids(proc_root)):
+    if not any(_running(int(p), "systemd-journal", proc_root) for p in _pids(proc_root)):
         tried.append(f"fd {fd} is a socket and no systemd-journald runs here")
         return None
     if shutil.which(roots.journalctl) is None:
@@ -299,6 +299,13 @@ def _pids(proc_root: str) -> list[str]:
         return [name for name in os.listdir(proc_root) if name.isdigit()]
     except OSError:
         return []
+
+
+def _running(pid: int, comm: str, proc_root: str) -> bool:
+    """`pid` is a live (not zombie) process named `comm`."""
+    stat_line = _read(f"{proc_root}/{pid}/stat")
+    name_end = stat_line.rfind(")")
+    return stat_line[stat_line.find("(") + 1 : name_end] == comm and stat_line[name_end + 2 : name_end + 3] != "Z"
 
 
 def _fds(pid: int, proc_root: str) -> list[str]:

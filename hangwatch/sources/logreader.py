@@ -55,11 +55,12 @@ class DecodedTail:
 
     def read_new(self) -> bytes:
         data = self._tail.read_new()
+        ended = b""
         if self._tail.rotations != self._rotations:
-            # a new file: the runtime starts it afresh, so the old one's partial line is over
+            # a new file (the data, if any, is its start): the old file's unfinished line is over
             self._rotations = self._tail.rotations
-            self._decoder = decoder_for(self._format)
-        return self._decoder.feed(data) if data else b""
+            ended = self._decoder.flush()
+        return ended + self._decoder.feed(data) if data else ended
 
     def close(self) -> None:
         self._tail.close()
