@@ -142,9 +142,32 @@ def _die_with_parent() -> None:
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def spawn(argv: Sequence[str], env: dict[str, str], log: Path) -> subprocess.Popen:
-    """Start argv in its own session (so its whole tree is one process group), output to log."""
+# How the server's stdout+stderr reach the log (`--output`): the ways production wrappers do it.
+# The shell runs the launcher with `exec` in its pipeline side, so the server's fd 1/2 is the pipe.
+OUTPUTS = {
+    "file": None,  # the server writes the file itself (a plain `> log 2>&1`)
+    "tee": 'exec "$@" 2>&1 | tee -a "$HW_LAB_LOG" > /dev/null',
+    "cat": 'exec "$@" 2>&1 | cat >> "$HW_LAB_LOG"',  # a shell redirect behind the pipe
+    # a wrapper that appends line by line, holding no file open: nothing on the host names the log
+    "line-loop": 'exec "$@" 2>&1 | while IFS= read -r line; do printf "%s\\n" "$line" >> "$HW_LAB_LOG"; done',
+}
+
+
+def spawn(argv: Sequence[str], env: dict[str, str], log: Path, output: str = "file") -> subprocess.Popen:
+    """Start argv in its own session (so its whole tree is one process group), output to log.
+
+    With `output` other than "file", a shell runs `argv | READER` and the returned process is
+    that shell: the launcher is its child, the reader its other child, all in one group."""
     log.parent.mkdir(parents=True, exist_ok=True)
+    if output not in OUTPUTS:
+        raise LabError(f"unknown output {output!r}; one of: {', '.join(OUTPUTS)}")
+    script = OUTPUTS[output]
+    if script is not None:
+        return subprocess.Popen(
+            ["sh", "-c", script, "sh", *argv], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL, env={**env, "HW_LAB_LOG": str(log)}, cwd=str(ROOT),
+            start_new_session=True, preexec_fn=_die_with_parent,
+        )
     with open(log, "ab") as out:
         return subprocess.Popen(
             list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,

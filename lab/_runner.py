@@ -127,7 +127,7 @@ class RunningScenario:
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(self._tmpdir()),
                     _procs.MARKER_ENV: self.run_id, **(env or {})}
         argv = [str(_procs.lab_python()), "-m", "sglang.launch_server", *args]
-        node = Node(rank, _procs.spawn(argv, full_env, log), log, port)
+        node = Node(rank, _procs.spawn(argv, full_env, log, self.opts.get("output") or "file"), log, port)
         self.nodes.append(node)
         self.emit("launched", node=rank, node_pid=node.proc.pid, log=str(log), port=port)
         if rank == 0:

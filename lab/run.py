@@ -41,6 +41,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--kv-tokens", type=int, help="kv-slow: --max-total-tokens")
     p.add_argument("--kill-at", help="rank-killed: node-1 log text that triggers the SIGKILL")
     p.add_argument("--dist-port", type=int, help="--dist-init-addr port (default: 29600-29699)")
+    p.add_argument("--output", choices=("file", "tee", "cat", "line-loop"), default="file",
+                   help="how the output reaches the log: the server writes it (file), `| tee -a LOG`, "
+                        "`| cat >> LOG`, or a shell loop appending each line (no file held open)")
     return p
 
 
@@ -54,7 +57,7 @@ def main() -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     opts = {"late": args.late, "kv_tokens": args.kv_tokens, "kill_at": args.kill_at,
-            "dist_port": args.dist_port}
+            "dist_port": args.dist_port, "output": args.output}
     pending: list[dict] = []  # events that arrive before the first line is printed
     header_done = threading.Event()
 

@@ -64,6 +64,13 @@ def healthy(rs: RunningScenario) -> None:
     rs.await_ready(node)
 
 
+def healthy_tp2(rs: RunningScenario) -> None:
+    """A healthy start with two TP ranks on one node: each rank's phases show in the log."""
+    rs.opts["expect_ready"] = True
+    node = rs.launch(0, [*rs.server_args(rs.port, warmup=True), "--tp", "2"], rs.port, env=TP2_ENV)
+    rs.await_ready(node)
+
+
 def kv_slow(rs: RunningScenario) -> None:
     rs.opts["expect_ready"] = True
     tokens = int(rs.opts.get("kv_tokens") or KV_SLOW_TOKENS)
@@ -212,6 +219,7 @@ SCENARIOS: dict[str, Callable[[RunningScenario], None]] = {
     "hs-dump-patch": hs_dump_patch,
     "port-taken": port_taken,
     "healthy": healthy,
+    "healthy-tp2": healthy_tp2,
 }
 TP2 = {"two-node-missing", "two-node-late", "tp2-one-rank-loading", "rank-killed"}
 

@@ -17,7 +17,7 @@ from hangwatch.classify.differential import candidates_for, cites, consequence_o
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
-from hangwatch.engines import MAIN
+from hangwatch.engines import MAIN, ready_seen
 from hangwatch.model import (
     Evidence,
     Fact,
@@ -252,8 +252,17 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
 def _healthy(state: State, ctx: Context, ranked: Sequence[Match], message: str | None) -> Verdict:
     return Verdict(
         state=state, cause=None, confidence=1.0 if state is State.READY else 0.5, message=message,
+        evidence=_endpoint_facts(ctx) if state is State.READY else (),
         runners_up=_runners_up(ranked, None), missing=ctx.evidence.missing, **_common(ctx),
     )  # fmt: skip
+
+
+def _endpoint_facts(ctx: Context) -> tuple[Fact, ...]:
+    """Ready without a ready line: the engine's own endpoint said so; name it."""
+    answer = ctx.evidence.endpoint
+    if answer is None or not answer.ready or ready_seen(ctx.evidence.phases):
+        return ()
+    return (Fact(f"GET {answer.url} answered {answer.detail}", Source("endpoint", detail="no log readable")),)
 
 
 def _who(proc: ProcessRecord) -> str:

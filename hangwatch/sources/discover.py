@@ -159,10 +159,22 @@ def _innermost(found: tuple[int, str], proc_root: str) -> tuple[int, str]:
     pid, engine = found
     for _ in range(_MAX_ANCESTORS):
         inner = [c for c in children.get(pid, ()) if launcher_engine(read_cmdline(c, proc_root=proc_root) or "") == engine]
+        if len(inner) > 1:
+            # `sh -c 'exec "$@" | while read …' sh python -m …`: the shell forks one subshell per
+            # pipeline side, each with the wrapper's command line; the side that exec'd is no shell
+            inner = [c for c in inner if not _is_shell(read_cmdline(c, proc_root=proc_root) or "")]
         if len(inner) != 1:
             return pid, engine
         pid = inner[0]
     return pid, engine
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"})
+
+
+def _is_shell(cmdline: str) -> bool:
+    argv0 = cmdline.split(" ", 1)[0].strip("'")
+    return os.path.basename(argv0) in _SHELLS
 
 
 def _launcher_above(pid: int, proc_root: str) -> tuple[int, str] | None:

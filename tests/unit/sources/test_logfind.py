@@ -162,3 +162,24 @@ def test_podman_k8s_file_from_the_cgroup(tmp_path: Path) -> None:
 def test_a_container_without_a_log_file_says_where_it_looked(tmp_path: Path) -> None:
     with pytest.raises(SourceUnavailable, match=r"no json-file log at .*/containers/7a3b603e5b9f.*-json\.log"):
         find_log(42, proc_root=fake_proc(tmp_path, f"12:pids:/docker/{CID}\n"), roots=RuntimeRoots(docker=str(tmp_path)))
+
+
+def test_discover_goes_past_a_pipeline_wrappers_subshells(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN `sh -c 'exec "$@" 2>&1 | while read …' sh python -m sglang.launch_server …`: the
+    # shell's two pipeline subshells both carry the wrapper's command line naming the launcher
+    from hangwatch.sources.discover import discover
+
+    program = tmp_path / "sglang" / "launch_server.py"
+    program.parent.mkdir()
+    program.write_text(WRITER)
+    script = 'exec "$@" 2>&1 | while IFS= read -r line; do printf "%s\\n" "$line" >> out.log; done'
+    ready = tmp_path / "ready.json"
+    spawner.start(["sh", "-c", script, "sh", sys.executable, "-m", "sglang.launch_server", "--port", "1"],
+                  cwd=tmp_path, env={**os.environ, "HW_READY": str(ready), "PYTHONPATH": str(tmp_path)},
+                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = int(wait_json(ready, None, 10.0)["pid"])
+    shell = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    # WHEN discovery starts from the outer shell, THEN it lands on the process that exec'd
+    server = discover(os.getpgid(pid))
+    assert server.launcher_pid == pid, (server.launcher_pid, shell)
+    assert server.log is None and "writes no regular file" in (server.log_missing or "")
