@@ -33,12 +33,12 @@ _SHIMS = ("containerd-shim", "conmon", "dockerd")
 
 @dataclass(frozen=True)
 class LogLocation:
-    """A log to read: a file in `format`, or the journal (`path` None, `journal_match` set)."""
+    """A log to read: a file in `format`, or the journal (`path` None, `journal_args` set)."""
 
     path: str | None
     format: str = "plain"  # parse.runtimelog.FORMATS
     via: str = ""  # how it was found, for the user ("tee (pid 4242)")
-    journal_match: tuple[str, ...] = ()  # journalctl matches, e.g. ("_PID=4242",)
+    journal_args: tuple[str, ...] = ()  # journalctl matches and bounds: ("_PID=4242", "--since=@1796081909")
 
 
 @dataclass(frozen=True)
@@ -288,7 +288,21 @@ def _behind_socket(pid: int, fd: int, proc_root: str, roots: RuntimeRoots, tried
     if shutil.which(roots.journalctl) is None:
         tried.append(f"fd {fd} goes to systemd-journald, and {roots.journalctl} is not installed")
         return None
-    return LogLocation(None, "journald", f"systemd-journald (fd {fd})", (f"_PID={pid}",))
+    # a pid is reused: only what was logged since this process started is its log
+    since = _start_epoch(pid, proc_root)
+    bound = (f"--since=@{since}",) if since is not None else ()
+    return LogLocation(None, "journald", f"systemd-journald (fd {fd})", (f"_PID={pid}", *bound))
+
+
+def _start_epoch(pid: int, proc_root: str) -> int | None:
+    """When `pid` started, in whole seconds since the epoch (boot time + its start in clock ticks)."""
+    stat_line = _read(f"{proc_root}/{pid}/stat")
+    btime = next((line.split()[1] for line in _read(f"{proc_root}/stat").splitlines() if line.startswith("btime ")), None)
+    try:
+        ticks = int(stat_line[stat_line.rfind(")") + 2 :].split()[19])
+        return int(btime) + ticks // os.sysconf("SC_CLK_TCK") if btime else None
+    except (IndexError, ValueError):
+        return None
 
 
 # ---------------------------------------------------------------- /proc helpers

@@ -72,7 +72,7 @@ class JournalTail:
     def __init__(self, location: LogLocation, *, journalctl: str = "journalctl", lines: int = _JOURNAL_LINES):
         self.path: str | None = None
         self.bytes_seen = 0
-        self.argv = [journalctl, *location.journal_match, "-o", "cat", "--follow", "--no-pager", f"--lines={lines}"]
+        self.argv = [journalctl, *location.journal_args, "-o", "cat", "--follow", "--no-pager", f"--lines={lines}"]
         try:
             self._proc: subprocess.Popen[bytes] | None = subprocess.Popen(
                 self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from liveprocs import wait_until
+from helpers.liveprocs import wait_until
 
 from hangwatch.engines import get_engine
 from hangwatch.engines.endpoints import HealthEndpoint

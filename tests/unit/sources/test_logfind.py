@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from liveprocs import Spawner, wait_json, wait_until
+from helpers.liveprocs import Spawner, wait_json, wait_until
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.logfind import (

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from liveprocs import Spawner, wait_until
+from helpers.liveprocs import Spawner, wait_until
 
 from hangwatch.sources.logfind import LogLocation, find_log
 from hangwatch.sources.logreader import DecodedTail, JournalTail, open_log
@@ -104,21 +104,22 @@ def test_a_server_writing_to_the_journal(journald: None, spawner: Spawner, tmp_p
     wait_until(lambda: os.readlink(f"/proc/{proc.pid}/fd/2").startswith("socket:"), timeout_s=10.0)
     # WHEN its log is found and read
     found = find_log(proc.pid)
-    assert found.format == "journald" and found.journal_match == (f"_PID={proc.pid}",)
+    assert found.format == "journald" and found.journal_args[0] == f"_PID={proc.pid}"
+    assert found.journal_args[1].startswith("--since=@")  # not an earlier process with the same pid
     reader = open_log(found)
     assert isinstance(reader, JournalTail)
     seen: list[bytes] = []
     wait_until(lambda: seen.append(reader.read_new()) or b"Load weight begin." in b"".join(seen), timeout_s=20.0)
     reader.close()
     # THEN both lines, in order, through `journalctl _PID=… -o cat --follow`
-    lines = b"".join(seen).splitlines()
+    lines = [line for line in b"".join(seen).splitlines() if marker.encode() in line]
     assert lines == [f"{marker} Init torch distributed begin.".encode(), f"{marker} Load weight begin.".encode()]
 
 
 def test_journalctl_failing_is_a_missing_log(journald: None) -> None:
     from hangwatch.errors import SourceUnavailable
 
-    reader = JournalTail(LogLocation(None, "journald", journal_match=("--no-such-flag",)))
+    reader = JournalTail(LogLocation(None, "journald", journal_args=("--no-such-flag",)))
     with pytest.raises(SourceUnavailable, match="journalctl exited with status"):
         wait_until(lambda: reader.read_new() or False, timeout_s=10.0)
     reader.close()
