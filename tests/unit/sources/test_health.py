@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from helpers.liveprocs import wait_until
 
 from hangwatch.engines import get_engine
 from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.sources.health import HealthProber, ask, probe_host
+from helpers.liveprocs import wait_until
 
 
 class Engine(ThreadingHTTPServer):

@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.liveprocs import Spawner, wait_json, wait_until
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.logfind import (
@@ -20,6 +19,7 @@ from hangwatch.sources.logfind import (
     find_log,
     pipe_readers,
 )
+from helpers.liveprocs import Spawner, wait_json, wait_until
 
 # The "server": says its pid in a file, writes a line to stderr, then waits.
 WRITER = (

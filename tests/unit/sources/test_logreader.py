@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers.liveprocs import Spawner, wait_until
 
 from hangwatch.sources.logfind import LogLocation, find_log
 from hangwatch.sources.logreader import DecodedTail, JournalTail, open_log
+from helpers.liveprocs import Spawner, wait_until
 
 
 def append(path: Path, data: bytes) -> None:
