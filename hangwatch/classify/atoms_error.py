@@ -3,7 +3,8 @@
 `error.root` reads the failure that started it all, `error.any` any failure. The argument is a
 regex over the failure (its summary, chained causes, the locations its message names and its
 frames as `module:function`), or a mapping whose every key must hold on the same failure:
-`matches` (that regex), `where` (a regex over locations and frames only), `errno` (a family:
+`matches` (that regex), `where` (a regex over locations and frames only), `frame` (a regex over
+the innermost frame, `module:function`, where it raised), `errno` (a family:
 EADDRINUSE, ENOSPC, ...), `cuda` (a regex over the CUDA error text), `signal` (SIGBUS, ...),
 `kind` (exception, terminate, nccl, cuda, signal, errno, exit, timeout, consequence), `type`
 (a regex over the exception type). Matching is case-insensitive: what a failure says, not how
@@ -25,13 +26,14 @@ from hangwatch.model import Fact, Source
 from hangwatch.parse.failures import Failure
 
 KINDS = ("exception", "terminate", "nccl", "cuda", "signal", "errno", "exit", "timeout", "consequence")
-_KEYS = ("matches", "where", "errno", "cuda", "signal", "kind", "type")
+_KEYS = ("matches", "where", "frame", "errno", "cuda", "signal", "kind", "type")
 
 
 @dataclass(frozen=True)
 class FailureArg:
     matches: re.Pattern[str] | None = None
     where: re.Pattern[str] | None = None
+    frame: re.Pattern[str] | None = None
     errno: frozenset[str] = frozenset()
     cuda: re.Pattern[str] | None = None
     signal: frozenset[str] = frozenset()
@@ -42,6 +44,7 @@ class FailureArg:
         tests = (
             self.matches is None or bool(self.matches.search(failure.haystack)),
             self.where is None or bool(self.where.search(failure.where)),
+            self.frame is None or (bool(failure.frames) and bool(self.frame.search(_innermost(failure)))),
             not self.errno or failure.errno in self.errno,
             self.cuda is None or (failure.cuda is not None and bool(self.cuda.search(failure.cuda))),
             not self.signal or failure.signal in self.signal,
@@ -49,6 +52,11 @@ class FailureArg:
             self.type is None or (failure.exc_type is not None and bool(self.type.search(failure.exc_type))),
         )
         return all(tests)
+
+
+def _innermost(failure: Failure) -> str:
+    top = failure.frames[0]
+    return f"{top.module or top.file}:{top.function}"
 
 
 def _ci(raw: Any, site: Site, key: str) -> re.Pattern[str]:
@@ -78,6 +86,7 @@ def _failure_arg(raw: Any, site: Site) -> FailureArg:
     return FailureArg(
         matches=_ci(raw["matches"], site, "matches") if "matches" in raw else None,
         where=_ci(raw["where"], site, "where") if "where" in raw else None,
+        frame=_ci(raw["frame"], site, "frame") if "frame" in raw else None,
         errno=_names(raw["errno"], site, "errno") if "errno" in raw else frozenset(),
         cuda=_ci(raw["cuda"], site, "cuda") if "cuda" in raw else None,
         signal=_names(raw["signal"], site, "signal") if "signal" in raw else frozenset(),

@@ -13,7 +13,7 @@ from typing import Any
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import RANK_ROLES, Context, label_order
-from hangwatch.classify.differential import candidates_for, cites, consequence_only
+from hangwatch.classify.differential import candidates_for, cites, failure_tier
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
@@ -77,6 +77,7 @@ class Match:
     values: Mapping[str, Any] = field(default_factory=dict)
     specificity: int = 0  # atoms that held
     held: bool = True
+    tier: int = 1  # first failure wins: 0 quotes it, 1 quotes no failure, 2 quotes only what followed
 
 
 def hold_passed(rule: Rule, quiet_s: float | None) -> bool:
@@ -104,7 +105,11 @@ def match_rule(rule: Rule, ctx: Context) -> Match | None:
     # a progressing rule's hold is on the log's silence (still_moving), not on the quiet time
     held = rule.state is State.PROGRESSING or hold_passed(rule, ctx.quiet_s)
     facts = tuple(_with_role(fact, ctx) for fact in outcome.facts)
-    return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held)
+    tier = failure_tier(facts)
+    root = ctx.root_failure
+    if tier == 0 and root is not None and root.consequence:
+        tier = 1  # the first failure only reports a death or a timeout: quoting it decides nothing more
+    return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held, tier)
 
 
 def _with_role(fact: Fact, ctx: Context) -> Fact:
@@ -116,12 +121,13 @@ def _with_role(fact: Fact, ctx: Context) -> Fact:
 
 
 def rank_matches(matches: Iterable[Match]) -> list[Match]:
-    """Held before pending; a match that only cites what followed the first failure after the
-    rest (first failure wins); then confidence, specificity, severity; the rule id breaks ties."""
+    """Held before pending; then first failure wins: a match that quotes the failure that started
+    it all, then one that quotes no failure, then one that quotes only what followed the first
+    failure; then confidence, specificity, severity; the rule id breaks ties."""
     return sorted(
         matches,
         key=lambda m: (
-            not m.held, consequence_only(m.facts), -m.rule.confidence, -m.specificity, -m.rule.severity_rank, m.rule.id
+            not m.held, m.tier, -m.rule.confidence, -m.specificity, -m.rule.severity_rank, m.rule.id
         ),
     )
 

@@ -93,6 +93,13 @@ def consequence_only(facts: Sequence[Fact]) -> bool:
     return cites(facts, "consequence") and not cites(facts, "root")
 
 
+def failure_tier(facts: Sequence[Fact]) -> int:
+    """0: quotes the first failure; 1: quotes no failure; 2: quotes only what followed it."""
+    if cites(facts, "root"):
+        return 0
+    return 2 if cites(facts, "consequence") else 1
+
+
 def calibrated(match: Match) -> float:
     confidence = match.rule.confidence
     if consequence_only(match.facts):

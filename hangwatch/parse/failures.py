@@ -191,6 +191,12 @@ _NOT_A_FAILURE = re.compile(
     r"succeeded|successful(?:ly)?|completed|finished|connected|resolved|recovered|"
     r"ignore[ds]?|ignoring|skipping|deprecat\w+|warnings?\.warn|futurewarning|userwarning)\b"
 )
+# A compiler or build tool that failed (a JIT build): `ptxas fatal   : ...`, `file.cu(12): error: ...`,
+# `kernel.cu:12:3: error: ...`, `ninja: build stopped: subcommand failed.`
+_BUILD_ERROR = re.compile(
+    r"(?i)^(?:\S*/)?(?:ptxas|nvcc|nvlink|cicc|fatbinary|ninja|gcc|g\+\+|c\+\+|clang\+*|ld)\b[^\n]*?\b(?:fatal|error)\b|"
+    r"\.(?:cu|cuh|cpp|cc|h|hpp)(?:\(\d+\)|:\d+(?::\d+)?):?\s*(?:fatal )?error\b|ninja: build stopped"
+)
 _ERROR_LEVEL = re.compile(r"(?i)(?:\[\S+\]\s*)*\[?(?:ERROR|CRITICAL|FATAL)\b")
 _TIMEOUT = re.compile(r"(?i)\btimed out\b|\btimeout\b|\bwatchdog\b|\bheartbeat\b")
 
@@ -291,8 +297,14 @@ def _stream(line: LogLine) -> tuple[str | None, str | None, int | None]:
     return (line.rank, line.process, line.pid)
 
 
+# Prefixes the log parser leaves on the message: torch's per-rank `[rank3]:`, TensorRT-LLM's
+# `[TensorRT-LLM][ERROR]`, mpirun's `[1,0]<stderr>:`
+_EXTRA_PREFIX = re.compile(r"^(?:\[rank\d+\]:\s?|\[TensorRT-LLM\](?:\[[A-Z]+\])?\s*|\[\d+,\d+\]<std(?:err|out)>:\s?)+")
+
+
 def _body(line: LogLine) -> str:
-    return line.message if line.message else line.text
+    body = line.message if line.message else line.text
+    return _EXTRA_PREFIX.sub("", body) if body[:1] == "[" else body
 
 
 def _make(kind: str, text: str, line: LogLine, **fields: object) -> Failure:
@@ -333,6 +345,8 @@ def _single(line: LogLine, body: str) -> Failure | None:
         return _make("cuda", stripped, line)
     if errno_family(stripped) and is_failure_text(stripped):
         return _make("errno", stripped, line)
+    if _BUILD_ERROR.search(stripped):
+        return _make("exit", stripped, line)
     error_level = _ERROR_LEVEL.match(stripped) or " ERROR " in line.text
     if error_level and is_failure_text(stripped):
         kind = "timeout" if _TIMEOUT.search(stripped) else "exit"

@@ -861,3 +861,146 @@ case("cpu-omp-threads-times-ranks", "quiet", "single-rank", meta=meta("vllm", tp
      env=env(OMP_NUM_THREADS="64"), log=v_log("load_begin", tp=1))
 case("cpu-omp-threads-times-ranks", "quiet", "already-up", meta=meta("vllm", tp=8), cmdline="vllm serve /models/Qwen3-235B-A22B --tensor-parallel-size 8",
      env=env(OMP_NUM_THREADS="224"), log=v_log("ready", tp=8))
+
+
+# ---------------------------------------------------------------- first failure (rules/failures.yaml)
+# Written from what each layer prints when it fails (c10d, NCCL, CUDA runtime, ZMQ, uvicorn, gdb), in
+# wordings of several releases; none copied from the dev corpus.
+
+SG_TB = "[2026-11-29 23:02:0{s} TP{r}] "
+BIND_TB = "\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/managers/tokenizer_manager.py", line 212, in __init__',
+    "    self.recv_from_detokenizer = get_zmq_socket(context, zmq.PULL, port_args.tokenizer_ipc_name, True)",
+    '  File "/usr/local/lib/python3.12/dist-packages/zmq/sugar/socket.py", line 311, in bind',
+    "    super().bind(addr)",
+])
+case("first-failure-address-in-use", "fires", "c10d-store-eaddrinuse-then-children-killed", meta=meta(tp=2), cmdline=SG2,
+     log="\n".join(["[2026-11-29 23:02:00 TP0] Init torch distributed begin.",
+                    "[E1129 23:02:01.112 socket.cpp:957] [c10d] The server socket has failed to listen on any local network address. "
+                    "port: 29500, useIPv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+                    "[2026-11-29 23:02:02] Received sigquit from a child process. It usually means the child failed.",
+                    "[2026-11-29 23:02:02] Rank 1 scheduler died during initialization (exit code: -9)."]))
+case("first-failure-address-in-use", "fires", "zmq-bind", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B",
+     log=BIND_TB + "\nzmq.error.ZMQError: Address already in use (addr='tcp://*:5557')\n")
+case("first-failure-address-in-use", "quiet", "connection-refused-first", meta=meta(tp=1),
+     log="[2026-11-29 23:02:01] ConnectionRefusedError: [Errno 111] Connection refused\n[2026-11-29 23:02:02] OSError: [Errno 98] Address already in use\n")
+
+case("first-failure-bind-raised", "fires", "cut-at-zmq-bind", meta=meta("vllm", tp=4), log=BIND_TB + "\n")
+case("first-failure-bind-raised", "quiet", "cut-in-model-load", meta=meta(tp=1), log="\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_loader/loader.py", line 1063, in load_weights_only',
+    "    model.load_weights(weights)"]))
+
+case("first-failure-shared-memory", "fires", "torch-ncclsystemerror-last-error", meta=meta(tp=8),
+     log="\n".join(["[rank3]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3356, "
+                    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.26.2",
+                    "[rank3]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+                    "[rank3]: Last error:",
+                    "[rank3]: Error while creating shared memory segment /dev/shm/nccl-Qa81Zc (size 9637888), error: No space left on device (28)"]))
+case("first-failure-shared-memory", "fires", "torch-mmap-shm", meta=meta("vllm", tp=2),
+     log="RuntimeError: unable to mmap 2097152 bytes from file </torch_88_3716528910_1>: Cannot allocate memory (12)\n")
+case("first-failure-shared-memory", "quiet", "nccl-socket-error", meta=meta(tp=2),
+     log="host:11:22 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<4312> failed : Software caused connection abort\n")
+
+GDB_SHM = "\n".join([
+    'Thread 412 "pt_main_thread" received signal SIGBUS, Bus error.',
+    "#0  0x00007f2b1c2a4d10 in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) () from /usr/lib/x86_64-linux-gnu/libnccl.so.2",
+    "#1  0x00007f2b1c2a31f2 in shmRecvProxyConnect () from /usr/lib/x86_64-linux-gnu/libnccl.so.2",
+    "#2  0x00007f2b1c28d0a4 in ncclProxyService(void*) () from /usr/lib/x86_64-linux-gnu/libnccl.so.2",
+    "#3  0x00007f2b5e7adb43 in start_thread () from /lib/x86_64-linux-gnu/libc.so.6", ""])
+GDB_OTHER = GDB_SHM.replace("ncclShmOpen(char*, unsigned long, void**, void**, int, void**)", "ncclSocketAccept(ncclSocket*)").replace("shmRecvProxyConnect", "bootstrapRoot")
+case("shm-bus-error-in-nccl-stack", "fires", "gdb-sigbus-in-shm-open", meta=meta(engine=None, tp=None), stacks={"reported": GDB_SHM})
+case("shm-bus-error-in-nccl-stack", "quiet", "gdb-in-socket-accept", meta=meta(engine=None, tp=None), stacks={"reported": GDB_OTHER})
+
+case("first-failure-custom-allreduce", "fires", "capture-wraps-car-check", meta=meta(tp=2),
+     log="[2026-11-29 23:04:10 TP1] Exception: Capture cuda graph failed: Runtime check failed at "
+         "/sgl-workspace/sglang/sgl-kernel/csrc/allreduce/custom_all_reduce.cuh:412: CUDA error: invalid argument\n")
+case("first-failure-custom-allreduce", "fires", "ipc-handle-error", meta=meta("vllm", tp=4),
+     log="(Worker_TP2 pid=811) ERROR 11-29 23:04:10 [multiproc_executor.py:597] RuntimeError: CUDA error: invalid argument "
+         "(cudaIpcGetMemHandle at csrc/custom_all_reduce.cu:95)\n(EngineCore_DP0 pid=700) ERROR 11-29 23:04:11 [core.py:708] "
+         "EngineCore failed to start.\n")
+case("first-failure-custom-allreduce", "quiet", "capture-error-elsewhere", meta=meta(tp=2),
+     log="[2026-11-29 23:04:10 TP0] Exception: Capture cuda graph failed: operation not permitted when stream is capturing\n")
+
+case("first-failure-peer-access-outside-nccl", "fires", "runtime-error-peer-access", meta=meta(engine=None, gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2),
+     log="terminate called after throwing an instance of 'std::runtime_error'\n  what():  [TensorRT-LLM][ERROR] CUDA runtime error in "
+         "::cudaDeviceEnablePeerAccess(peer, 0): peer access is not supported between these two devices\n")
+case("first-failure-peer-access-outside-nccl", "quiet", "nccl-warn-peer-access", meta=meta(engine=None, gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=2),
+     log="ws:10:20 [1] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these two devices'\n")
+
+case("first-failure-peer-access-in-nccl", "fires", "p2p-transport-cuda-failure", meta=meta(engine=None, gpu="NVIDIA L40S", cc="8.9", tp=4),
+     log="ws:10:20 [1] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these two devices'\n"
+         "ws:10:20 [1] NCCL INFO transport/p2p.cc:330 -> 1\n")
+case("first-failure-peer-access-in-nccl", "quiet", "nccl-shm-warn", meta=meta(engine=None, tp=4),
+     log="ws:10:20 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n")
+
+RT_INVALID_DEVICE = "RuntimeError: CUDA Runtime API error: <cudaError_t.cudaErrorInvalidDevice: 101>\n"
+case("first-failure-ipc-device-error", "fires", "cuda-python-invalid-device-tp4", meta=meta(engine=None, gpu="NVIDIA RTX A6000", cc="8.6", tp=4), log=RT_INVALID_DEVICE)
+case("first-failure-ipc-device-error", "quiet", "single-gpu", meta=meta(engine=None, tp=1), log=RT_INVALID_DEVICE)
+case("ipc-device-error-nccl-p2p", "fires", "cuda-python-invalid-device-pcie", meta=meta(engine=None, gpu="NVIDIA RTX A6000", cc="8.6", tp=4), log=RT_INVALID_DEVICE)
+case("ipc-device-error-nccl-p2p", "quiet", "oom-instead", meta=meta(engine=None, tp=4), log="RuntimeError: CUDA error: out of memory\n")
+
+NVLS = ("gpu-node-3:7712:7790 [5] transport/nvls.cc:155 NCCL WARN Cuda failure 1 'invalid argument'\n"
+        "gpu-node-3:7712:7790 [5] NCCL INFO transport/nvls.cc:310 -> 1\ngpu-node-3:7712:7790 [5] NCCL INFO init.cc:1120 -> 1\n")
+NVLS_OK = "gpu-node-3:7712:7790 [5] NCCL INFO NVLS multicast support is available on dev 5\ngpu-node-3:7712:7790 [5] NCCL INFO Connected NVLS\n"
+for rid in ("first-failure-nvls-multicast", "nvls-failure-nccl-init"):
+    case(rid, "fires", "nvls-cuda-failure", meta=meta(engine=None, gpu="NVIDIA H100 80GB HBM3", tp=8), log=NVLS)
+    case(rid, "quiet", "nvls-connected", meta=meta(engine=None, gpu="NVIDIA H100 80GB HBM3", tp=8), log=NVLS_OK)
+
+ENQ = "[1] enqueue.cc:1610 NCCL WARN Cuda failure 1 'invalid argument'\n[1] NCCL INFO group.cc:250 -> 1\n"
+for rid in ("first-failure-nccl-kernel-launch", "nccl-kernel-launch-driver"):
+    case(rid, "fires", "enqueue-invalid-argument", meta=meta(engine=None, tp=2), log=ENQ)
+    case(rid, "quiet", "init-socket-failure", meta=meta(engine=None, tp=2), log="[1] misc/socket.cc:50 NCCL WARN Net : Connect to 10.1.1.1<4000> failed : Connection refused\n")
+
+case("first-failure-nccl-socket", "fires", "address-family", meta=meta(engine=None, tp=None, nnodes=1),
+     log="misc/socket.cc:402 NCCL WARN socket creation failed : Address family not supported by protocol\n")
+case("first-failure-nccl-socket", "fires", "no-interface", meta=meta(engine=None, tp=None, nnodes=1),
+     log="box:1:1 [0] NCCL INFO NET/Socket : No usable listening interface found\nbox:1:1 [0] bootstrap.cc:85 NCCL WARN Bootstrap : no socket interface found\n")
+case("first-failure-nccl-socket", "quiet", "two-nodes", meta=meta(engine=None, tp=None, nnodes=2), cmdline="torchrun --nnodes 2 --nproc-per-node 8 train.py",
+     log="misc/socket.cc:402 NCCL WARN socket creation failed : Address family not supported by protocol\n")
+
+STORE_RETRY = "".join(f"[W1129 23:0{i}:00.000 socket.cpp:700] The client socket has failed to connect to [mac.lan]:29500 (errno: 60 - Operation timed out).\n" for i in range(3))
+for rid, nnodes in (("store-connect-retries-one-node", 1), ("store-connect-retries-rendezvous", 2)):
+    case(rid, "fires", "client-socket-retries", meta=meta("vllm", tp=2, nnodes=nnodes), log=STORE_RETRY)
+    case(rid, "quiet", "one-timeout", meta=meta("vllm", tp=2, nnodes=nnodes), log=STORE_RETRY.splitlines()[0] + "\n")
+
+FI_TB = "\n".join([
+    "[2026-11-29 23:05:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/layers/attention/flashinfer_backend.py", line 480, in init_forward_metadata',
+    "    self.indices_updater_decode.update(",
+    '  File "/usr/local/lib/python3.12/dist-packages/flashinfer/jit/core.py", line 140, in build_and_load',
+    "    self.build(verbose)",
+    "RuntimeError: Ninja build failed. Ninja output:"])
+case("first-failure-flashinfer-build", "fires", "jit-build-on-sm120", meta=meta(gpu="NVIDIA RTX PRO 6000 Blackwell Server Edition", cc="12.0", tp=1), log=FI_TB)
+case("first-failure-flashinfer-build", "quiet", "jit-build-on-hopper", meta=meta(tp=1), log=FI_TB)
+case("flashinfer-build-failure", "fires", "jit-build-on-hopper", meta=meta(tp=1), log=FI_TB)
+case("flashinfer-build-failure", "quiet", "triton-build", meta=meta(tp=1), log=FI_TB.replace("flashinfer/jit/core.py", "triton/compiler/compiler.py").replace("flashinfer_backend", "triton_backend"))
+
+PROXY_PAGE = ('[2026-11-29 23:06:10] Initialization failed. warmup error: <!DOCTYPE html><html><head><title>ERROR: The requested URL could not be retrieved</title>'
+              '</head><body><p id="sysmsg">The system returned: <i>(111) Connection refused</i></p></body></html>\n')
+case("proxy-answered-local-request", "fires", "squid-page-in-warmup", meta=meta(tp=1), log=PROXY_PAGE)
+case("proxy-answered-local-request", "quiet", "plain-refused", meta=meta(tp=1), log="[2026-11-29 23:06:10] Initialization failed. warmup error: ConnectionRefusedError: [Errno 111] Connection refused\n")
+
+NATIVE_LAUNCH = "\n".join([
+    'Thread 3001 (idle): "MainThread"', "    cudaLaunchKernel (libcudart.so.12)",
+    "    ncclStrongStreamLaunchKernel(ncclCudaGraph, ncclStrongStream*, void*, dim3, dim3, void**, unsigned long) (libnccl.so.2)",
+    "    ncclLaunchKernel(ncclComm*, ncclKernelPlan*) (libnccl.so.2)", "    ncclGroupEndInternal() (libnccl.so.2)", ""])
+case("nccl-launch-blocking-deadlock", "fires", "launch-blocking-set", meta=meta(engine=None, tp=4), env=env(CUDA_LAUNCH_BLOCKING="1"), stacks={"reported": NATIVE_LAUNCH})
+case("nccl-launch-blocking-deadlock", "quiet", "launch-blocking-unset", meta=meta(engine=None, tp=4), env=env(CUDA_LAUNCH_BLOCKING="0"), stacks={"reported": NATIVE_LAUNCH})
+
+SPIN = "\n".join(['Thread 77 (active): "MainThread"', "    sched_yield (libc.so.6)", "    ncclLaunchKernelBefore_NoUncapturedCuda (enqueue.cc:1012)",
+                  "    doLaunches (group.cc:170)", "    groupLaunch (group.cc:350)", "    ncclGroupEndInternal (group.cc:430)", ""])
+WAIT = "\n".join(['Thread 77 (active): "MainThread"', "    cudaStreamSynchronize (libcudart.so.12)", "    synchronize (torch/cuda/streams.py:107)", ""])
+case("nccl-host-launch-spin", "fires", "spin-in-launch-before", meta=meta(engine=None, tp=8), stacks={"reported": SPIN})
+case("nccl-host-launch-spin", "quiet", "waits-on-stream", meta=meta(engine=None, tp=8), stacks={"reported": WAIT})
+
+REG0 = "\n".join([v_line("Capturing CUDA graphs (mixed prefill-decode, PIECEWISE): 100%|##########| 67/67", file="gpu_model_runner.py:4100", proc="Worker_TP0", pid=2100),
+                  v_line("Registering 0 cuda graph addresses", file="custom_all_reduce.py:213", proc="Worker_TP0", pid=2100),
+                  v_line("Registering 0 cuda graph addresses", file="custom_all_reduce.py:213", proc="Worker_TP1", pid=2101)])
+REGN = REG0.replace("Registering 0 cuda", "Registering 3120 cuda")
+case("graph-capture-after-empty-registration", "fires", "registered-none-then-silent", meta=meta("vllm", tp=2), cmdline=V2, log=REG0)
+case("graph-capture-after-empty-registration", "quiet", "registered-many", meta=meta("vllm", tp=2), cmdline=V2, log=REGN)
+case("empty-registration-custom-allreduce", "fires", "registered-none-then-silent", meta=meta("vllm", tp=2), cmdline=V2, log=REG0)
+case("empty-registration-custom-allreduce", "quiet", "capture-finished", meta=meta("vllm", tp=2), cmdline=V2,
+     log=REG0 + "\n" + v_line("Graph capturing finished in 12 secs, took 0.41 GiB", file="gpu_model_runner.py:4200"))

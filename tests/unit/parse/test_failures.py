@@ -176,3 +176,26 @@ def test_module_of_reads_site_packages_and_checkouts() -> None:
     assert module_of("/usr/lib/python3/dist-packages/torch/utils/file_baton.py") == "torch.utils.file_baton"
     assert module_of("/sgl-workspace/sglang/python/sglang/srt/server.py") == "sglang.srt.server"
     assert module_of("/home/me/run.py") is None
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'",
+     "/tmp/build/kernel.cu(41): error: identifier \"__nv_fp8_e4m3\" is undefined",
+     "csrc/norm.cu:12:3: error: no matching function", "ninja: build stopped: subcommand failed."],
+)  # fmt: skip
+def test_a_failed_compiler_or_build_is_a_failure(line: str) -> None:
+    (f,) = failures(line + "\n")
+    assert f.role == "root"
+
+
+def test_torch_rank_prefix_and_nccl_last_error_join_one_failure() -> None:
+    log = (
+        "[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:3356, unhandled system error\n"
+        "[rank3]: ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+        "[rank3]: Last error:\n"
+        "[rank3]: Error while creating shared memory segment /dev/shm/nccl-Qa81Zc (size 9637888)\n"
+    )
+    (f,) = failures(log)
+    assert f.exc_type == "torch.distributed.DistBackendError" and "/dev/shm/nccl-Qa81Zc" in f.text
+    assert f.lines == (1, 2, 3, 4)
