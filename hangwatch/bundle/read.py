@@ -24,6 +24,8 @@ from hangwatch.errors import BundleError
 from hangwatch.model import (
     EndpointAnswer,
     Evidence,
+    Fact,
+    Finding,
     GpuInfo,
     GpuProcess,
     GpuSample,
@@ -90,6 +92,7 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
         progress_signals=tuple(s for s in _list(meta.get("progress_signals")) if isinstance(s, str)),
         server_port=_server_port(flags, engine, cmdline),
         endpoint=_endpoint(meta),
+        preflight=_preflight(files.get("preflight.json"), missing),
     )
 
 
@@ -154,6 +157,25 @@ def _endpoint(meta: Mapping[str, Any]) -> EndpointAnswer | None:
     status = entry.get("status")
     return EndpointAnswer(entry["url"], status if isinstance(status, int) else None,
                           entry.get("ready") is True, str(entry.get("detail") or ""))
+
+
+def _preflight(data: bytes | None, missing: list[Missing]) -> tuple[Finding, ...]:
+    """preflight.json (an extension of BUNDLE.md): what `hangwatch preflight` found before the launch."""
+    if data is None:
+        return ()
+    try:
+        doc = json.loads(data)
+        return tuple(_finding(raw) for raw in doc.get("findings") or ())
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        missing.append(Missing("preflight", f"preflight.json unreadable: {exc}"))
+        return ()
+
+
+def _finding(raw: Mapping[str, Any]) -> Finding:
+    facts = tuple(Fact(str(e["text"]), Source(str(e.get("source") or "preflight.json"))) for e in raw.get("evidence") or ())
+    return Finding(check=str(raw.get("check") or "preflight"), cause=str(raw["cause"]), severity=str(raw["severity"]),
+                   title=str(raw.get("title") or ""), evidence=facts, remedy=str(raw.get("remedy") or ""),
+                   message=raw.get("message"))  # fmt: skip
 
 
 def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:

@@ -11,6 +11,7 @@ refused. A check that reads a fact the host could not give is *skipped*, with th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from hangwatch.model import Evidence, Finding, HostFact
 __all__ = ["Report", "Skipped", "evaluate", "load_checks"]
 
 _LIVE_ONLY = ("for", "state", "immediate", "confidence")
+_SECTION = re.compile(r"^preflight\s*:", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -101,7 +103,10 @@ def load_checks(paths: Iterable[Path | str] | None = None, collect_errors: bool 
     checks: list[Rule] = []
     for path in files:
         try:
-            data = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+            text = path.read_text(encoding="utf-8")
+            if not _SECTION.search(text):
+                continue  # parsing YAML is the cost here: only files with a preflight section
+            data = parse_yaml(text, str(path))
         except (OSError, UnicodeDecodeError) as exc:
             errors.append(RuleError(f"cannot read the file: {exc}", RuleLocation(str(path))))
             continue

@@ -16,6 +16,7 @@ from typing import Annotated, Any
 
 import typer
 
+from hangwatch.cli.preflight import preflight_before_launch
 from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
 from hangwatch.model import Verdict
@@ -38,6 +39,8 @@ InsecureOpt = Annotated[bool, typer.Option("--insecure", help="Allow a non-loopb
 SlackOpt = Annotated[str | None, typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts.")]
 WebhookOpt = Annotated[str | None, typer.Option("--webhook", help="URL to POST verdict alerts to as JSON.")]
 PublicOpt = Annotated[str | None, typer.Option("--public-url", help="The API's URL as alert readers reach it (links in alerts).")]
+NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Skip the preflight checks before the launch.")]
+StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not launch when the preflight finds a critical problem (exit 1).")]
 HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
 
 
@@ -89,8 +92,12 @@ def run(
     serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
     insecure: InsecureOpt = False, slack_webhook: SlackOpt = None, webhook: WebhookOpt = None,
     public_url: PublicOpt = None, history: HistoryOpt = None,
+    no_preflight: NoPreflightOpt = False, preflight_strict: StrictOpt = False,
 ) -> None:
     """Start a server and watch it from its first second; Ctrl-C stops it.
+
+    First the preflight checks the host and the command (`hangwatch preflight`) and prints what it
+    finds; its findings are evidence for the verdict and are served at /preflight.
 
     With --exit-on, hangwatch exits once the state is reached: a ready server keeps running
     (its output stays in --log); a stalled one, or one still starting at --timeout, is stopped.
@@ -102,6 +109,7 @@ def run(
     log_path = log or default_log_path()
     existed = log_path.exists() and log_path.stat().st_size > 0
     rule_set = _load_rules(rules)
+    report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=rules)
     try:
         child = launch(cmd, log_path)
     except OSError as exc:
@@ -109,9 +117,11 @@ def run(
     child.install_forwarding()
     print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
     # an existing --log file: watch only what this run appends
-    config = _config(log_path, interval, native, initial_log_bytes=0 if existed else 8 << 20)
+    config = _config(log_path, interval, native, initial_log_bytes=0 if existed else 8 << 20,
+                     preflight=report.findings if report else ())
     watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config)
-    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history) as sinks:
+    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history,
+                preflight=report.to_dict() if report else None) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
     _report_exit(child, code, options)
     raise typer.Exit(code)
@@ -192,8 +202,10 @@ class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
     def __init__(self, watcher: Any, serve: bool, host: str, port: int, token: str | None, insecure: bool,
-                 slack: str | None, webhook: str | None, public_url: str | None, history: Path | None):
+                 slack: str | None, webhook: str | None, public_url: str | None, history: Path | None,
+                 preflight: dict[str, Any] | None = None):
         self.watcher, self.serve, self.host, self.port = watcher, serve, host, port
+        self.preflight = preflight  # the report served at /preflight (`run` only)
         self.token, self.insecure, self.slack, self.webhook = token, insecure, slack, webhook
         self.public_url, self.history = public_url, history
         self.callbacks: list[Callable[[Verdict], None]] = []
@@ -255,7 +267,7 @@ class _Sinks:
     def _api(self, store: Any) -> None:
         from hangwatch.sinks.api import create_app, serve_in_thread
 
-        app_ = create_app(self.watcher.view, token=self.token, store=store)
+        app_ = create_app(self.watcher.view, token=self.token, store=store, preflight=self.preflight)
         handle = serve_in_thread(app_, self.host, self.port, token=self.token, insecure=self.insecure)
         print(f"hangwatch: API on {handle.url}", file=sys.stderr)
         self._closers.append(handle.stop)

@@ -37,14 +37,35 @@ def preflight(
     raise typer.Exit(1 if report.critical else 0)
 
 
-def render_report(report: Report, out: TextIO | None = None, *, verbose: bool = True) -> None:
+def preflight_before_launch(cmd: list[str], *, strict: bool, rules: list[Path] | None = None) -> Report | None:
+    """`hangwatch run`'s preflight: findings on stderr; with `strict`, a critical one stops the launch.
+
+    A preflight that cannot run (a bad recording, an unreadable rule) never stops the launch."""
+    import sys
+
+    from hangwatch.classify import RULES_DIR
+    from hangwatch.errors import HangwatchError
+
+    try:
+        report, _ = run_preflight(cmd, os.environ, [RULES_DIR, *(rules or [])])
+    except HangwatchError as exc:
+        print(f"hangwatch: preflight skipped: {exc}", file=sys.stderr)
+        return None
+    render_report(report, sys.stderr, verbose=False, prefix="hangwatch: ")
+    if strict and report.critical:
+        print("hangwatch: not launching: the preflight found a critical problem (--preflight-strict)", file=sys.stderr)
+        raise typer.Exit(1)
+    return report
+
+
+def render_report(report: Report, out: TextIO | None = None, *, verbose: bool = True, prefix: str = "") -> None:
     """The findings as a table for people: severity, cause, title, then evidence and remedy."""
     import sys
 
     out = out or sys.stdout
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("critical", "warning", "info")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no findings"
-    out.write(f"preflight: {summary} ({len(report.checked)} checks passed or did not apply, {len(report.skipped)} skipped)\n")
+    out.write(f"{prefix}preflight: {summary} ({len(report.checked)} checks passed or did not apply, {len(report.skipped)} skipped)\n")
     for finding in report.findings:
         out.write(f"{_MARK[finding.severity]}  {finding.cause:<28} {finding.title}\n")
         for fact in finding.evidence:
@@ -53,5 +74,9 @@ def render_report(report: Report, out: TextIO | None = None, *, verbose: bool = 
             out.write(f"          {finding.message}\n")
         out.write(f"          remedy: {finding.remedy}\n")
     if verbose:
-        for skipped in report.skipped:
-            out.write(f"skipped   {skipped.check}: {skipped.why}\n")
+        groups: dict[str, list[str]] = {}
+        for skipped in report.skipped:  # grouped by the reasons, not by which facts they cost
+            reasons = "; ".join(sorted({part.split(": ", 1)[-1] for part in skipped.why.split("; ")}))
+            groups.setdefault(reasons, []).append(skipped.check)
+        for why, checks in groups.items():
+            out.write(f"skipped   {', '.join(checks)}\n          because {why}\n")

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -57,10 +58,14 @@ def run_preflight(argv: Sequence[str], env: Mapping[str, str], rules: Sequence[P
     flags = parse_flags(cmdline)
     name = guess_engine((), cmdline)
     engine = get_engine(name) if name else None
-    checks = load_checks(rules)
-    snap = gather_host(probe_plan(flags, env, home_dir(env)))
-    snap = _with_gpus(snap, recording)
-    snap = _with_packages(snap, cmd, env, engine)
+    # the launch's Python reads its package metadata while the host is read (a child process)
+    with ThreadPoolExecutor(1) as pool:
+        packages = pool.submit(_packages, cmd, env, engine)
+        checks = load_checks(rules)
+        snap = _with_gpus(gather_host(probe_plan(flags, env, home_dir(env))), recording)
+        versions, toolkit, why = packages.result()
+    snap = replace(snap, packages=versions, cuda_toolkit=toolkit,
+                   unknown={**snap.unknown, **({"packages": why} if why else {})})  # fmt: skip
     facts, unknown = derive(snap, flags, env, engine, load_tables())
     unknown.update({k: v for k, v in snap.unknown.items() if k in ("gpus", "packages", "pci")})
     evidence = Evidence(
@@ -116,7 +121,8 @@ def _process_names(pids: set[int]) -> dict[int, str]:
     return names
 
 
-def _with_packages(snap: HostSnapshot, cmd: Sequence[str], env: Mapping[str, str], engine: Any) -> HostSnapshot:
+def _packages(cmd: Sequence[str], env: Mapping[str, str], engine: Any) -> tuple[dict[str, str] | None, str | None, str | None]:
+    """(versions, CUDA toolkit, why the versions are unknown)."""
     from hangwatch.sources.packages import (
         LIBRARIES,
         cuda_toolkit_version,
@@ -124,16 +130,11 @@ def _with_packages(snap: HostSnapshot, cmd: Sequence[str], env: Mapping[str, str
         read_versions,
     )
 
-    unknown = dict(snap.unknown)
-    python = launch_interpreter(cmd, env)
     toolkit = cuda_toolkit_version(env)
+    python = launch_interpreter(cmd, env)
     if python is None:
-        unknown["packages"] = f"no Python interpreter found for `{cmd[0]}`"
-        return replace(snap, cuda_toolkit=toolkit, unknown=unknown)
-    dists = (*(engine.distributions if engine else ()), *LIBRARIES)
+        return None, toolkit, f"no Python interpreter found for `{cmd[0]}`"
     try:
-        versions = read_versions(python, dists, env)
+        return read_versions(python, (*(engine.distributions if engine else ()), *LIBRARIES), env), toolkit, None
     except SourceUnavailable as exc:
-        unknown["packages"] = exc.reason
-        return replace(snap, cuda_toolkit=toolkit, unknown=unknown)
-    return replace(snap, packages=versions, cuda_toolkit=toolkit, unknown=unknown)
+        return None, toolkit, exc.reason

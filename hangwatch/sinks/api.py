@@ -139,18 +139,30 @@ def create_app(
     max_body: int = 64 * 1024,
     rate: float | None = 50.0,
     registry: CollectorRegistry | None = None,
+    preflight: Mapping[str, Any] | None = None,
 ) -> FastAPI:
-    """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded."""
+    """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded.
+    `preflight`: the report of the preflight run before this launch (`hangwatch run`), served at /preflight."""
     app = FastAPI(title="hangwatch", version=__version__, description=_DESCRIPTION, responses=_ERRORS)
     app.state.token = token
     registry = registry if registry is not None else make_registry(view)
     _routes(app, view, store, registry)
+    _preflight_route(app, preflight)
     app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate)
     return app
 
 
 _DESCRIPTION = ("Why is this SGLang/vLLM server stuck starting? The latest verdict, stacks, phases, metrics, "
                 "an evidence bundle and the alert history of one watched server. Read-only.")
+
+
+def _preflight_route(app: FastAPI, report: Mapping[str, Any] | None) -> None:
+    @app.get("/preflight", summary="The preflight before this launch: {findings, checked, skipped}",
+             responses={404: {"model": ErrorModel, "description": "No preflight ran (attach, or run --no-preflight)"}})
+    def preflight() -> Response:
+        if report is None:
+            return _json_response({"detail": "no preflight ran for this server (hangwatch run runs one; attach does not)"}, 404)
+        return _json_response(dict(report), 200)
 
 
 def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry: CollectorRegistry) -> None:

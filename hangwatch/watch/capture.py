@@ -48,6 +48,7 @@ def build_evidence(watcher: Watcher, t: float) -> Evidence:
         log_quiet_s=round(watcher.since_last_log(t), 2),
         server_port=getattr(server, "port", None),
         endpoint=sources.endpoint,
+        preflight=tuple(watcher.config.preflight),
     )
 
 
@@ -92,6 +93,8 @@ def bundle_files(watcher: Watcher) -> dict[str, bytes]:
     if sources.ports_text is not None:
         files["ports.txt"] = sources.ports_text.encode()
     files.update(_stack_files(watcher.stacks.all()))
+    if watcher.config.preflight:
+        files["preflight.json"] = _json({"findings": [f.to_dict() for f in watcher.config.preflight]})
     return files
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from hangwatch.classify import classify
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
+    Finding,
     Evidence,
     Missing,
     ProcessRecord,
@@ -64,6 +65,8 @@ class WatchConfig:
     evidence_log_lines: int = 5_000  # newest lines handed to the classifier (phase lines always)
     recent_signals_s: float = 10.0  # a progress signal stays in the evidence this long
     proc_root: str = "/proc"
+    # what `hangwatch preflight` found before this launch: evidence for the live rules
+    preflight: tuple[Finding, ...] = ()
     ss: str = "ss"
     gpus: bool = True
     nvml: Any = None  # a pynvml-like module (tests: RecordedNvml); None = the real one
