@@ -45,6 +45,25 @@ def tiny_model() -> Path:
     return model
 
 
+def vllm_python() -> Path:
+    """The vLLM lab venv's python; HANGWATCH_VLLM_PYTHON or HANGWATCH_VLLM_VENV override it."""
+    if os.environ.get("HANGWATCH_VLLM_PYTHON"):
+        return Path(os.environ["HANGWATCH_VLLM_PYTHON"])
+    venv = Path(os.environ.get("HANGWATCH_VLLM_VENV", ROOT / ".vllm-venv"))
+    python = venv / "bin" / "python"
+    if not python.exists():
+        raise LabError(f"vLLM lab venv missing ({python}); run lab/install_vllm.sh")
+    return python
+
+
+def tiny_model_hd64() -> Path:
+    """The vLLM lab's model: vLLM's CPU attention needs head_dim 64 (lab/make_tiny_llama.py)."""
+    model = WORK / "tiny-llama-hd64"
+    if not (model / "model.safetensors").exists():
+        raise LabError(f"tiny head_dim-64 model missing ({model}); run lab/install_vllm.sh")
+    return model
+
+
 def _bindable(port: int) -> bool:
     with socket.socket() as sock:
         try:
@@ -97,12 +116,13 @@ def title(pid: int) -> str:
     return _read(f"/proc/{pid}/cmdline").replace("\0", " ").strip()
 
 
-def pgid_members(pgid: int) -> list[int]:
+def pgid_members(pgid: int, live: bool = False) -> list[int]:
+    """Processes of group `pgid`; `live` leaves out zombies (a dead child not yet reaped)."""
     members = []
     for pid in all_pids():
         stat = _read(f"/proc/{pid}/stat")
         fields = stat.rsplit(")", 1)[-1].split()
-        if len(fields) > 2 and int(fields[2]) == pgid:
+        if len(fields) > 2 and int(fields[2]) == pgid and not (live and fields[0] == "Z"):
             members.append(pid)
     return members
 
@@ -182,16 +202,27 @@ def _signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-def kill_groups(pgids: Sequence[int], marker: str, grace: float) -> None:
+def kill_groups(pgids: Sequence[int], marker: str, grace: float, term_twice: bool = False) -> None:
     """SIGTERM each group, wait up to `grace` s, then SIGKILL the groups and any marked stray.
 
     A rank blocked in open() on a FIFO with the GIL held cannot run Python signal handlers, so
     SIGTERM alone is not enough there; SIGKILL always is.
+
+    term_twice (vLLM): SIGTERM again 2 s later. vLLM 0.32 swallows the first SIGTERM while its
+    engine starts (`zmq_socket_ctx` catches the KeyboardInterrupt its handler raises); the second
+    one shuts the tree down in about 9 s. The group, not the leader: with `--output tee` the
+    leader is the shell.
     """
     for pgid in pgids:
         _signal_group(pgid, signal.SIGTERM)
+    if term_twice:
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and any(pgid_members(g, live=True) for g in pgids):
+            time.sleep(0.2)
+        for pgid in pgids:
+            _signal_group(pgid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(pgid_members(g) for g in pgids):
+    while time.monotonic() < deadline and any(pgid_members(g, live=True) for g in pgids):
         time.sleep(0.2)
     for pgid in pgids:
         _signal_group(pgid, signal.SIGKILL)

@@ -1,13 +1,15 @@
 """The machinery under lab/scenarios.py: one started scenario, its processes, its events.
 
 A scenario is a script (a function of a RunningScenario) run on a driver thread: it launches
-`sglang.launch_server` trees, polls their logs and /proc until the hang has begun, and marks
-the onset. stop() kills the process groups and removes what the servers left behind.
+`sglang.launch_server` (or `vllm serve`) trees, polls their logs and /proc until the hang has
+begun, and marks the onset. stop() kills the process groups and removes what the servers left
+behind.
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -28,6 +30,11 @@ COMMON_FLAGS = [
     "--disable-cuda-graph", "--sampling-backend", "pytorch",
 ]
 READY_LINE = "The server is fired up and ready to roll!"
+VLLM_READY_LINE = "Application startup complete."  # vLLM logs it only once the engine is up
+VLLM_FLAGS = ["--host", "127.0.0.1", "--max-model-len", "512", "--dtype", "float32",
+              "--disable-log-stats"]
+# vLLM's single-node distributed init is a FileStore under TMPDIR that it never deletes
+_VLLM_DIST_FILE = re.compile(r"distributed_init_method=file://(\S+)")
 ONSET_TIMEOUT_S = 300.0  # a TP=2 start takes 30-60 s on 2 shared cores; leave a wide margin
 HS_DUMP_SHM_PREFIX = "/dev/shm/hangwatch-hsdump-"
 
@@ -62,8 +69,9 @@ class RunningScenario:
 
     def __init__(self, name: str, script: Callable[[RunningScenario], None], port: int,
                  log: Path, onset_file: Path | None, ready_file: Path | None,
-                 opts: dict[str, Any], on_event: Callable[[Event], None] | None) -> None:
-        self.name, self.port, self.log, self.opts = name, port, log, opts
+                 opts: dict[str, Any], on_event: Callable[[Event], None] | None,
+                 engine: str = "sglang") -> None:
+        self.name, self.port, self.log, self.opts, self.engine = name, port, log, opts, engine
         self._script = script
         self._onset_file, self._ready_file, self._on_event = onset_file, ready_file, on_event
         self.run_id = uuid.uuid4().hex[:10]
@@ -106,7 +114,10 @@ class RunningScenario:
         pids = self._pids_seen | {pid for node in self.nodes for pid in node.members()}
         shm = self._shm | _procs.shm_inodes(pids)
         stamped = _procs.pid_stamped_shm(pids)
-        _procs.kill_groups(pgids, self.run_id, grace)
+        vllm = self.engine == "vllm"
+        # vLLM: two SIGTERMs to the API server (see kill_groups), whose shutdown force-kills the
+        # EngineCore and workers after 5 s; SIGKILL the rest after that.
+        _procs.kill_groups(pgids, self.run_id, max(grace, 12.0) if vllm else grace, term_twice=vllm)
         for node in self.nodes:
             try:
                 node.proc.wait(timeout=5)
@@ -116,6 +127,7 @@ class RunningScenario:
             cleanup()
         self._cleanups.clear()
         _procs.unlink_shm(shm, stamped)
+        self._remove_dist_files()
         shutil.rmtree(self.tmp, ignore_errors=True)
         if self._driver.is_alive() and threading.current_thread() is not self._driver:
             self._driver.join(timeout=5)
@@ -125,8 +137,11 @@ class RunningScenario:
                log: Path | None = None) -> Node:
         log = log or (self.log if rank == 0 else self.log.with_suffix(f".node{rank}.log"))
         full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "TMPDIR": str(self._tmpdir()),
-                    _procs.MARKER_ENV: self.run_id, **(env or {})}
-        argv = [str(_procs.lab_python()), "-m", "sglang.launch_server", *args]
+                    _procs.MARKER_ENV: self.run_id, **self._engine_env(), **(env or {})}
+        if self.engine == "vllm":  # the `vllm` CLI script of the venv: `vllm serve MODEL ...`
+            argv = [str(_procs.vllm_python()), str(_procs.vllm_python().parent / "vllm"), "serve", *args]
+        else:
+            argv = [str(_procs.lab_python()), "-m", "sglang.launch_server", *args]
         node = Node(rank, _procs.spawn(argv, full_env, log, self.opts.get("output") or "file"), log, port)
         self.nodes.append(node)
         self.emit("launched", node=rank, node_pid=node.proc.pid, log=str(log), port=port)
@@ -139,6 +154,10 @@ class RunningScenario:
         args = ["--model-path", str(model or _procs.tiny_model()), "--port", str(port),
                 *COMMON_FLAGS, "--max-total-tokens", str(max_total_tokens)]
         return args if warmup else [*args, "--skip-server-warmup"]
+
+    def vllm_args(self, port: int, *, model: Path | None = None, eager: bool = False) -> list[str]:
+        args = [str(model or _procs.tiny_model_hd64()), "--port", str(port), *VLLM_FLAGS]
+        return [*args, "--enforce-eager"] if eager else args
 
     def until(self, cond: Callable[[], Any], timeout: float = ONSET_TIMEOUT_S,
               watch: list[Node] | None = None) -> Any:
@@ -185,7 +204,8 @@ class RunningScenario:
         self._reach_target()
 
     def await_ready(self, node: Node) -> bool:
-        if not self.until(lambda: node.watch.find(READY_LINE), watch=[node]):
+        line = VLLM_READY_LINE if self.engine == "vllm" else READY_LINE
+        if not self.until(lambda: node.watch.find(line), watch=[node]):
             return False
         self.emit("ready", node=node.rank, port=node.port, rss_mib=self.rss_mib())
         self._reach_target()
@@ -209,6 +229,23 @@ class RunningScenario:
         return record
 
     # --- internals --------------------------------------------------------------------------
+    def _engine_env(self) -> dict[str, str]:
+        if self.engine != "vllm":
+            return {}
+        # 1 GiB of KV cache (the default, 4 GiB, is too much for eight users of 24 GiB); the
+        # torch.compile and AOT caches in the run's temp dir, so each run compiles afresh and
+        # nothing is left under ~/.cache/vllm.
+        return {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CPU_KVCACHE_SPACE": "1",
+                "VLLM_CACHE_ROOT": str(self._tmpdir() / "vllm-cache")}
+
+    def _remove_dist_files(self) -> None:
+        for node in self.nodes:
+            node.watch.poll()
+            for line in node.watch.lines:
+                m = _VLLM_DIST_FILE.search(line)
+                if m and Path(m.group(1)).name.startswith("vllm_dist_"):
+                    Path(m.group(1)).unlink(missing_ok=True)
+
     def _tmpdir(self) -> Path:
         # SGLang leaves ipc:// socket files in TMPDIR when killed; keep them in our temp dir.
         path = self.tmp / "tmp"

@@ -3,7 +3,11 @@
 No hub access is needed: the tokenizer is trained on a synthetic corpus and the weights are
 random (seeded), so the model is the same on every machine.
 
-usage: python make_tiny_llama.py OUTDIR
+`--head-dim 64` builds the vLLM lab's variant: hidden 256, 4 heads of 64, intermediate 512
+(3.4 MB). vLLM's CPU attention supports only head_dim 32, 64, 80, ... and checks it at the
+first forward, not at startup, so the default head_dim 16 model would start and then die.
+
+usage: python make_tiny_llama.py OUTDIR [--head-dim 64]
 """
 from __future__ import annotations
 
@@ -46,10 +50,12 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     return fast
 
 
-def build_model(fast: PreTrainedTokenizerFast) -> LlamaForCausalLM:
+def build_model(fast: PreTrainedTokenizerFast, head_dim: int = 16) -> LlamaForCausalLM:
+    heads = 4  # 2 KV heads: TP=2 splits them into one per rank
     cfg = LlamaConfig(
-        vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512,
+        vocab_size=VOCAB, hidden_size=heads * head_dim, intermediate_size=2 * heads * head_dim,
+        num_hidden_layers=2, num_attention_heads=heads, num_key_value_heads=2, head_dim=head_dim,
+        max_position_embeddings=512,
         bos_token_id=fast.bos_token_id, eos_token_id=fast.eos_token_id,
         pad_token_id=fast.pad_token_id, tie_word_embeddings=False, torch_dtype="bfloat16",
     )
@@ -57,11 +63,11 @@ def build_model(fast: PreTrainedTokenizerFast) -> LlamaForCausalLM:
     return LlamaForCausalLM(cfg).to(torch.bfloat16)
 
 
-def main(out: str) -> None:
+def main(out: str, head_dim: int = 16) -> None:
     os.makedirs(out, exist_ok=True)
     fast = build_tokenizer()
     fast.save_pretrained(out)
-    model = build_model(fast)
+    model = build_model(fast, head_dim)
     model.save_pretrained(out)
     params = sum(p.numel() for p in model.parameters())
     print(f"saved to {out} params: {params} vocab: {len(fast)}")
@@ -69,6 +75,9 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) == 2:
+        main(sys.argv[1])
+    elif len(sys.argv) == 4 and sys.argv[2] == "--head-dim" and sys.argv[3].isdigit():
+        main(sys.argv[1], int(sys.argv[3]))
+    else:
         sys.exit(__doc__)
-    main(sys.argv[1])

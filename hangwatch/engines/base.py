@@ -154,8 +154,12 @@ class Engine(abc.ABC):
     log_signals: tuple[re.Pattern[str], ...] = ()  # message patterns only this engine prints
     health_endpoints: tuple[HealthEndpoint, ...] = ()  # asked in order when no log is readable
 
-    def phase_events(self, lines: Iterable[LogLine]) -> tuple[PhaseEvent, ...]:
-        """One event at most per line: the first marker that matches (specific before common)."""
+    def phase_events(self, lines: Iterable[LogLine], before: Iterable[PhaseEvent] = ()) -> tuple[PhaseEvent, ...]:
+        """One event at most per line: the first marker that matches (specific before common).
+
+        `before`: the events of the lines already read, when a live tail feeds the log in pieces;
+        context across lines (vLLM's readiness) must not be lost between two reads.
+        """
         table = self.markers + COMMON_MARKERS
         events = []
         for line in lines:
@@ -165,9 +169,9 @@ class Engine(abc.ABC):
                 if event is not None:
                     events.append(event)
                     break
-        return self._finish(_attribute_bars(events))
+        return self._finish(_attribute_bars(events), tuple(before))
 
-    def _finish(self, events: list[PhaseEvent]) -> tuple[PhaseEvent, ...]:
+    def _finish(self, events: list[PhaseEvent], before: tuple[PhaseEvent, ...]) -> tuple[PhaseEvent, ...]:
         """Hook for rules that need context across lines (vLLM's readiness)."""
         return tuple(events)
 

@@ -36,6 +36,12 @@ MARKERS: tuple[Marker, ...] = (
         r"^Using (?P<attention_backend>[\w.]+(?: [A-Z]\w*)*?) (?:attention )?backend\b(?! for )",
     ),
     # torch.compile and kernel JIT in the profiling run (FlashInfer rows are common)
+    # CPU (0.32): the worker compiles in a warm-up run before sizing the KV cache; the log is
+    # silent from `Warming up model for the compilation...` to `Warming up done.` (10-40 s here)
+    marker(Phase.ATTN_BACKEND, "Warming up model", r"^Warming up model for the compilation", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "Warming up done", r"^Warming up done\.", end=True),
+    marker(Phase.ATTN_BACKEND, "AOT compiled", r"saved AOT compiled function to", jit="torch_compile"),
+    marker(Phase.ATTN_BACKEND, "Compiling model again", r"^Compiling model again due to a load failure", jit="torch_compile"),
     marker(Phase.ATTN_BACKEND, "torch.compile", r"torch\.compile (?:took|takes) [\d.]+ s in total", end=True),
     marker(Phase.ATTN_BACKEND, "Starting torch.compile", r"Starting torch\.compile", jit="torch_compile"),
     marker(Phase.ATTN_BACKEND, "Dynamo bytecode transform", r"Dynamo bytecode transform time", jit="torch_compile"),
@@ -44,6 +50,7 @@ MARKERS: tuple[Marker, ...] = (
     marker(Phase.ATTN_BACKEND, "compiled graph", r"Directly load the compiled graph", jit="torch_compile"),
     # KV cache sizing
     marker(Phase.KV_CACHE, "Available KV cache memory", r"Available KV cache memory: (?P<gib>[\d.]+) GiB"),
+    marker(Phase.KV_CACHE, "for KV cache", r"^Explicitly set \((?P<gib>[\d.]+)/[\d.]+\) GiB for KV cache"),
     marker(Phase.KV_CACHE, "KV cache size:", r"KV cache size: (?P<tokens>[\d,]+) tokens", end=True),
     marker(Phase.KV_CACHE, "Maximum concurrency for", r"^Maximum concurrency for", end=True),
     marker(Phase.KV_CACHE, "blocks:", r"# (?:GPU|cuda) blocks: (?P<gpu_blocks>\d+)", end=True),
@@ -96,8 +103,8 @@ class VLLM(Engine):
         re.compile(r"\bVLLM::(?:EngineCore|Worker|APIServer)"),
     )
 
-    def _finish(self, events: list[PhaseEvent]) -> tuple[PhaseEvent, ...]:
-        engine_up = False
+    def _finish(self, events: list[PhaseEvent], before: tuple[PhaseEvent, ...]) -> tuple[PhaseEvent, ...]:
+        engine_up = any(event.detail.get("step") in _ENGINE_UP_STEPS for event in before)
         out = []
         for event in events:
             step = event.detail.get("step")

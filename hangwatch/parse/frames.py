@@ -51,6 +51,10 @@ _LIBRARY_CHECKOUT = re.compile(
     r"/(?:flashinfer|triton|transformers|sgl_kernel|deep_gemm|safetensors|filelock|huggingface_hub|cutlass|"
     r"flash_attn|tilelang|xgrammar|accelerate|tokenizers|numpy)/"
 )
+# Code torch.compile generated (Inductor's output modules, vLLM's compile cache): torch's work, not
+# the user's, although it runs from a temp or cache directory. Inductor writes under
+# `$TMPDIR/torchinductor_<user>/`; vLLM under `$VLLM_CACHE_ROOT/torch_compile_cache/`.
+_COMPILED = re.compile(r"/torchinductor_[^/]*/|/torch_compile_cache/|/inductor_cache/")
 _PACKAGE_ROOT = re.compile(r".*/(?:site|dist)-packages/")
 _STDLIB_ROOT = re.compile(r".*/lib(?:64)?/python\d+(?:\.\d+)?t?/")
 _SOURCE_EXT = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|rs|pyx|S)$")
@@ -100,7 +104,10 @@ def frame_origin(filename: str | None, function: str = "", native: bool = False)
 
 
 def _checkout_origin(filename: str) -> Origin:
-    """An absolute path outside site-packages: the user's, unless it is a source checkout."""
+    """An absolute path outside site-packages: the user's, unless it is a source checkout or
+    code torch.compile generated."""
+    if _COMPILED.search(filename):
+        return Origin.TORCH
     found = _CHECKOUT.search(filename)
     if not found:
         return Origin.LIBRARY if _LIBRARY_CHECKOUT.search(filename) else Origin.USER

@@ -152,7 +152,7 @@ class Watcher:
             pool = lines if len(lines) >= len(self.log.lines) else list(self.log.lines)
             self.log.reset_phases(t, engine.phase_events(pool))
         elif lines:
-            self.log.add_phases(t, engine.phase_events(lines))
+            self.log.add_phases(t, engine.phase_events(lines, before=(p.event for p in self.log.phases)))
 
     def _read_procs(self) -> None:
         try:

@@ -5,6 +5,10 @@ runs) so that every forward saves its last hidden state under $HS_DUMP_DIR and s
 dump consumer through a FIFO. The consumer was never started, so the first forward (SGLang's
 warm-up request) blocks in open() of the FIFO for writing: the server never becomes ready.
 
+With HS_DUMP_TARGET=vllm it wraps vLLM's own `LlamaForCausalLM.forward` instead (outside the
+torch.compile'd `LlamaModel`), whose first call is the worker's compile warm-up
+(`Warming up model for the compilation...`): the engine never reports READY.
+
 Loaded by patches/site/sitecustomize.py; nothing under site-packages is modified.
 """
 from __future__ import annotations
@@ -18,7 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-TARGET = "transformers.models.llama.modeling_llama"
+# module -> the class whose forward is wrapped
+TARGETS = {
+    "transformers": ("transformers.models.llama.modeling_llama", "LlamaModel"),
+    "vllm": ("vllm.model_executor.models.llama", "LlamaForCausalLM"),
+}
+TARGET, CLASS = TARGETS[os.environ.get("HS_DUMP_TARGET", "transformers")]
 DUMP_DIR = Path(os.environ.get("HS_DUMP_DIR", f"/dev/shm/hangwatch-hsdump-{os.getpid()}"))
 _step = 0
 
@@ -48,15 +57,19 @@ def _wrap(forward: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(forward)
     def dump_forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         out = forward(self, *args, **kwargs)
-        _dump(out[0] if isinstance(out, tuple) else out.last_hidden_state)
+        if hasattr(out, "shape"):  # vLLM returns the hidden states tensor itself
+            _dump(out)
+        else:
+            _dump(out[0] if isinstance(out, tuple) else out.last_hidden_state)
         return out
 
     return dump_forward
 
 
 def _patch(module: Any) -> None:
-    module.LlamaModel.forward = _wrap(module.LlamaModel.forward)
-    _log(f"patched {TARGET}.LlamaModel.forward; dumps go to {DUMP_DIR}")
+    cls = getattr(module, CLASS)
+    cls.forward = _wrap(cls.forward)
+    _log(f"patched {TARGET}.{CLASS}.forward; dumps go to {DUMP_DIR}")
 
 
 class _PatchOnImport(importlib.abc.MetaPathFinder):

