@@ -51,9 +51,9 @@ _LIBRARY_CHECKOUT = re.compile(
     r"/(?:flashinfer|triton|transformers|sgl_kernel|deep_gemm|safetensors|filelock|huggingface_hub|cutlass|"
     r"flash_attn|tilelang|xgrammar|accelerate|tokenizers|numpy)/"
 )
-# Code torch.compile generated (Inductor's output modules, vLLM's compile cache): torch's work, not
-# the user's, although it runs from a temp or cache directory. Inductor writes under
-# `$TMPDIR/torchinductor_<user>/`; vLLM under `$VLLM_CACHE_ROOT/torch_compile_cache/`.
+# Code torch.compile generated (Inductor's output modules, an engine's compile cache): torch's work,
+# not the user's, although it runs from a temp or cache directory. Inductor writes under
+# `$TMPDIR/torchinductor_<user>/`, engines under `<cache root>/torch_compile_cache/`.
 _COMPILED = re.compile(r"/torchinductor_[^/]*/|/torch_compile_cache/|/inductor_cache/")
 _PACKAGE_ROOT = re.compile(r".*/(?:site|dist)-packages/")
 _STDLIB_ROOT = re.compile(r".*/lib(?:64)?/python\d+(?:\.\d+)?t?/")

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -133,7 +134,7 @@ def test_vllm_slow_compile_is_never_called_stalled(lab: Start) -> None:
 
 def _tree(pid: int) -> list[tuple[int, str]]:
     """(pid, command line) of `pid` and its descendants, from /proc."""
-    from hangwatch.discover import read_cmdline
+    from hangwatch.sources.discover import read_cmdline
 
     children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
@@ -156,8 +157,8 @@ def _tree(pid: int) -> list[tuple[int, str]]:
 def test_vllm_tp2_from_any_pid_roles_ranks_and_ready(lab: Start) -> None:
     """The one TP=2 start of the suite: discovery from every pid of the tree, before and after the
     workers get their TP titles; ranks and roles; stacks of both workers; ready."""
-    from hangwatch.discover import discover
     from hangwatch.engines import get_engine
+    from hangwatch.sources.discover import discover
 
     vllm = get_engine("vllm")
     header = lab("vllm-healthy-tp2")

@@ -316,6 +316,61 @@ def test_vllm_application_startup_without_engine_up_is_not_ready():
     assert not ready_seen(evs)
 
 
+# Real vLLM 0.32.0 CPU start (lab/run.py vllm-healthy), TP=1, the lines that carry a phase.
+VLLM_032_CPU = """\
+(EngineCore pid=17559) INFO 11-30 23:44:35 [core.py:133] Initializing a V1 LLM engine (v0.32.0) with config: model='m'
+(Worker pid=18529) INFO 11-30 23:45:04 [parallel_state.py:1906] world_size=1 rank=0 local_rank=0 distributed_init_method=file:///tmp/vllm_dist_f1d8 backend=gloo
+(Worker pid=18529) INFO 11-30 23:45:04 [parallel_state.py:2350] rank 0 in world size 1 is assigned as DP rank 0, PP rank 0, PCP rank 0, TP rank 0, ETP rank 0, EP rank N/A, EPLB rank N/A
+(Worker pid=18529) INFO 11-30 23:45:04 [cpu_model_runner.py:68] Starting to load model /m...
+(Worker pid=18529) INFO 11-30 23:45:05 [default_loader.py:501] Loading weights took 0.03 seconds
+(Worker pid=18529) INFO 11-30 23:45:06 [cpu_model_runner.py:87] Warming up model for the compilation...
+(Worker pid=18529) INFO 11-30 23:46:37 [decorators.py:743] [backbone] saved AOT compiled function to /root/.cache/vllm/torch_compile_cache/torch_aot_compile/ab/rank_0_0/model
+(Worker pid=18529) INFO 11-30 23:46:38 [cpu_model_runner.py:91] Warming up done.
+(Worker pid=18529) INFO 11-30 23:46:38 [cpu_worker.py:260] Explicitly set (1.0/13.09) GiB for KV cache on node 0.
+(EngineCore pid=17559) INFO 11-30 23:46:38 [kv_cache_utils.py:2327] CPU KV cache size: 524,288 tokens, Maximum concurrency for 512 tokens per request: 1024.00x
+(EngineCore pid=17559) INFO 11-30 23:46:39 [core.py:402] init engine (profile, create kv cache, warmup model) took 93.81 s
+(APIServer pid=15988) INFO 11-30 23:46:43 [entry.py:140] Starting vLLM server on http://127.0.0.1:31573
+INFO:     Started server process [15988]
+INFO:     Waiting for application startup.
+INFO:     Application startup complete.
+"""
+
+
+def test_vllm_032_cpu_compile_warmup_is_its_own_phase():
+    evs = events(VLLM, VLLM_032_CPU)
+    assert [(e.phase.value, e.end) for e in evs] == [
+        ("launch", False),
+        ("dist_init", False),
+        ("dist_init", True),
+        ("weight_load", False),
+        ("weight_load", True),
+        ("attn_backend", False),
+        ("attn_backend", False),
+        ("attn_backend", True),
+        ("kv_cache", False),
+        ("kv_cache", True),
+        ("cuda_graph", True),
+        ("http_up", False),
+        ("http_up", False),
+        ("http_up", False),
+        ("ready", True),
+    ]
+    assert evs[5].detail == {"jit": "torch_compile"}
+    assert evs[8].detail == {"gib": "1.0"}
+
+
+def test_vllm_ready_when_the_engine_was_up_in_an_earlier_read():
+    # GIVEN a live tail that reads the log in two pieces, the engine-up lines in the first
+    lines = read_log_lines(VLLM_032_CPU.encode())
+    first, second = lines[:-1], lines[-1:]
+    before = VLLM.phase_events(first)
+    # WHEN the second piece holds only uvicorn's line
+    later = VLLM.phase_events(second, before=before)
+    # THEN it is READY (without that context it is only the end of HTTP_UP)
+    assert [(e.phase, e.end) for e in later] == [(Phase.READY, True)]
+    assert [(e.phase, e.end) for e in VLLM.phase_events(second)] == [(Phase.HTTP_UP, True)]
+
+
 def test_vllm_011_ansi_prefix_and_old_strings():
     text = (
         "\x1b[1;36m(EngineCore_DP0 pid=200)\x1b[0;0m INFO 08-14 10:00:05 [core.py:74] Initializing a V1 LLM engine (v0.11.0) with config: x\n"

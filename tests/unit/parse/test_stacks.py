@@ -366,6 +366,10 @@ def test_label_and_sample(name: str, expected: tuple[str, int]) -> None:
         ("/workspace/flashinfer/python/flashinfer/jit/core.py", "build", False, Origin.LIBRARY),
         ("/src/triton/python/triton/compiler/compiler.py", "compile", False, Origin.LIBRARY),
         ("/work/main/lab/gpu/user_hooks.py", "after_weights_loaded", False, Origin.USER),
+        # code torch.compile generated runs from a temp or cache dir, and is torch's, not the user's
+        # (seen live in a vLLM CPU worker's warm-up; a "user" frame there made a healthy start stall)
+        ("/tmp/torchinductor_root/zg/czg326q6q4lsb5dxwrpzx.py", "<module>", False, Origin.TORCH),
+        ("/root/.cache/vllm/torch_compile_cache/torch_aot_compile/6f55/inductor_cache/zg/czg3.py", "call", False, Origin.TORCH),
         ("dist_hang.py", "<module>", False, Origin.USER),
         ("libc.so.6", "poll", True, Origin.NATIVE),
         (None, "apply", False, Origin.LIBRARY),
