@@ -54,9 +54,16 @@ def diagnose(
     json_out: JsonOption = False,
     rules: RulesOption = None,
     builtin: BuiltinOption = True,
+    html: Annotated[Optional[Path], typer.Option(
+        "--html", help="Also write the page (timeline, stack tree, GPUs, evidence) as one self-contained HTML file.")] = None,
 ) -> None:
     """Say why the server in a bundle is stuck: state, cause, evidence, remedy."""
-    verdict = classify(_read_bundle()(path), _rules(rules, builtin))
+    if html is not None:
+        from hangwatch.sinks.web.report import write_report  # the page's code loads only when asked for
+
+        verdict = write_report(path, html, _rules(rules, builtin))
+    else:
+        verdict = classify(_read_bundle()(path), _rules(rules, builtin))
     if json_out:
         _print_json(verdict.to_dict())
     else:

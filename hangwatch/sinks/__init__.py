@@ -1,1 +1,1 @@
-"""Outputs: they read what the watcher publishes and never block its loop."""
+"""Outputs: the page (web/)."""

@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 import uvicorn
 from fastapi import FastAPI, Query, Request, Response
+from fastapi.responses import HTMLResponse
 from prometheus_client import CollectorRegistry
 from prometheus_client.exposition import choose_encoder
 from pydantic import BaseModel, ConfigDict
@@ -28,10 +29,12 @@ from pydantic import BaseModel, ConfigDict
 from hangwatch._version import __version__
 from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
-from hangwatch.model import Verdict
+from hangwatch.model import GpuSample, Verdict
 from hangwatch.redact import redact_files, redacted, redacted_verdict
 from hangwatch.sinks.metrics import make_registry
 from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
+from hangwatch.sinks.web import Mode, page_data, render_page
+from hangwatch.sinks.web.snapshot import node_snapshot
 from hangwatch.watch.published import WatchView
 
 __all__ = ["ServeError", "ServerHandle", "create_app", "serve_in_thread", "is_loopback"]
@@ -108,6 +111,28 @@ class PhaseSpanModel(BaseModel):
 class TimelineModel(BaseModel):
     server: str
     ranks: dict[str, list[PhaseSpanModel]]
+    # the clock of `at`/`end`: seconds since the watch began at `started_at` (epoch); `now` on that clock
+    started_at: float | None = None
+    now: float | None = None
+
+
+class GpuModel(BaseModel):
+    index: int
+    name: str | None
+    memory_used_mib: float | None
+    memory_total_mib: float | None
+    utilization_pct: float | None
+
+
+class GpuSampleModel(BaseModel):
+    t: float  # seconds since the watch began (the timeline's clock)
+    gpus: list[GpuModel]
+
+
+class GpusModel(BaseModel):
+    server: str
+    started_at: float | None
+    samples: list[GpuSampleModel]
 
 
 class HistoryModel(BaseModel):
@@ -187,7 +212,14 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
 
     @app.get("/timeline", response_model=TimelineModel, summary="Startup phases per rank, with times")
     def timeline() -> dict[str, Any]:
-        return {"server": view.server_name, "ranks": redacted(view.timeline())}
+        started = getattr(view, "started_at", None)
+        return {"server": view.server_name, "ranks": redacted(view.timeline()), "started_at": started,
+                "now": None if started is None else round(time.time() - started, 3)}
+
+    @app.get("/gpus", response_model=GpusModel, summary="Per-GPU memory and utilisation over time")
+    def gpus() -> dict[str, Any]:
+        return {"server": view.server_name, "started_at": getattr(view, "started_at", None),
+                "samples": gpu_history(view.gpu_samples())}
 
     @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
     def history(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
@@ -209,6 +241,41 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     def metrics(request: Request) -> Response:
         encoder, content_type = choose_encoder(request.headers.get("accept", ""))
         return Response(encoder(registry), headers={"Content-Type": content_type})
+
+    @app.get("/snapshot", summary="Everything the page draws: {mode, title, nodes: [this agent's endpoints]}")
+    async def snapshot() -> Response:
+        return _json_response(await _page_data(app, view, "live"), 200)
+
+    @app.get("/", response_class=HTMLResponse, summary="The live page (no token needed: it holds no data)")
+    def page() -> HTMLResponse:
+        html, policy = render_page("live", title=f"hangwatch · {view.server_name}", auth=bool(app.state.token))
+        return HTMLResponse(html, headers=_page_headers(policy))
+
+    @app.get("/report.html", response_class=HTMLResponse, summary="This page as one self-contained HTML file")
+    async def report() -> HTMLResponse:
+        data = await _page_data(app, view, "report")
+        html, policy = render_page("report", title=data["title"], data=data)
+        name = f"hangwatch-{_safe(view.server_name)}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.html"
+        return HTMLResponse(html, headers={**_page_headers(policy), "Content-Disposition": f'inline; filename="{name}"'})
+
+
+async def _page_data(app: FastAPI, view: WatchView, mode: Mode) -> dict[str, Any]:
+    node = await node_snapshot(app, socket.gethostname())
+    return page_data(mode, f"hangwatch · {view.server_name}", [node], generated_at=time.time())
+
+
+def _page_headers(policy: str) -> dict[str, str]:
+    return {"Content-Security-Policy": policy + "; frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
+
+
+def gpu_history(samples: list[GpuSample], limit: int = 600) -> list[dict[str, Any]]:
+    """The newest `limit` samples (thinned evenly when there are more), as plain dicts."""
+    step = max(1, -(-len(samples) // limit))
+    kept = samples[::-1][::step][::-1]
+    return [{"t": round(s.t, 2), "gpus": [{"index": g.index, "name": g.name, "memory_used_mib": g.memory_used_mib,
+                                          "memory_total_mib": g.memory_total_mib, "utilization_pct": g.utilization_pct}
+                                         for g in s.gpus]} for s in kept]
 
 
 class _VerdictCache:
@@ -243,6 +310,10 @@ def _safe(name: str) -> str:
 # ---------------------------------------------------------------- the guard (plain ASGI: cheap per request)
 
 
+# The page itself holds no data (it fetches /snapshot with the token the user types), so it is open.
+_OPEN_PATHS = frozenset({"/healthz", "/"})
+
+
 class _Guard:
     """413 for big bodies, 429 past `rate` per client address, 401 without the bearer token."""
 
@@ -264,7 +335,7 @@ class _Guard:
         client = (scope.get("client") or ("?", 0))[0]
         if self._limiter and not self._limiter.allow(client):
             return await _send_json(send, 429, "too many requests", [(b"retry-after", b"1")])
-        if self._token and scope["path"] != "/healthz" and not self._authorised(headers):
+        if self._token and scope["path"] not in _OPEN_PATHS and not self._authorised(headers):
             return await _send_json(send, 401, "missing or wrong bearer token", [(b"www-authenticate", b"Bearer")])
         await self.app(scope, receive, send)
 

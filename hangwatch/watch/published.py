@@ -25,6 +25,7 @@ class WatchView(Protocol):
     """The latest state of one watched server, as the sinks see it."""
 
     server_name: str
+    started_at: float | None  # epoch seconds when the watch began: the clock of timeline and GPU times
 
     def verdict(self) -> Verdict | None: ...
 
@@ -64,8 +65,9 @@ class StaticView:
     loop can hand over a function that runs only when someone asks for GET /bundle.
     """
 
-    def __init__(self, server_name: str) -> None:
+    def __init__(self, server_name: str, *, started_at: float | None = None) -> None:
         self.server_name = server_name
+        self.started_at = started_at
         self._lock = threading.Lock()
         self._verdict: Verdict | None = None
         self._verdict_time: float | None = None

@@ -92,7 +92,7 @@ class Watcher:
         self.stacks = StackHistory()
         self.gpus = GpuHistory()
         self.transitions = Transitions()
-        self.view = StaticView(server_name(server))
+        self.view = StaticView(server_name(server), started_at=self.started_wall)
         self._sampler = ProcessSampler(proc_root=config.proc_root)
         self._procs: list[ProcessRecord] = []
         self._snapshot: progress.Snapshot | None = None

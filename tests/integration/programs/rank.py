@@ -54,6 +54,8 @@ def main(rank, store_port, ready_fd, mode):
     if mode == "slow" and rank == 0:
         busy_compute(12)
     log(label, "Load weight begin. avail mem=60.00 GB")
+    if mode == "fifo_rank":
+        wait_after_load(rank, keep, os.environ["HW_FIFO"])
     log(label, "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=59.00 GB, mem usage=1.00 GB.")
     log(label, "KV Cache is allocated. #tokens: 4096, K size: 0.01 GB, V size: 0.01 GB")
     log(label, "max_total_num_tokens=4096, chunked_prefill_size=2048, max_prefill_tokens=16384, context_len=2048")
@@ -63,6 +65,27 @@ def main(rank, store_port, ready_fd, mode):
         spin(os.environ["HW_RATE_FILE"])
     channel.recv(1)  # wait for requests that never come
     del keep
+
+
+def load_from_fifo(path):
+    """Rank 1's weights are a FIFO nobody writes (a hung filesystem): open() blocks for good."""
+    with open(path, "rb") as weights:
+        return weights.read()
+
+
+def barrier_after_load(keep):
+    """Rank 0 loaded its weights and waits for every peer to say it did too (as SGLang's post-load barrier)."""
+    _server, peers = keep
+    for peer in peers:
+        peer.recv(1)
+
+
+def wait_after_load(rank, keep, fifo):
+    if rank == 1:
+        load_from_fifo(fifo)
+    else:
+        log(f"TP{rank}", "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=59.00 GB, mem usage=1.00 GB.")
+        barrier_after_load(keep)
 
 
 def spin(rate_file):

@@ -1,0 +1,108 @@
+"""Processes for the page tests: hangwatch agents serving the page, the small test server, waits."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
+PROGRAMS = ROOT / "tests" / "integration" / "programs"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def get_json(url: str, token: str | None = None, timeout: float = 5.0) -> Any:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"} if token else {})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = check()
+        except Exception as exc:  # noqa: BLE001 - a check that raises has not passed yet
+            last = exc
+        else:
+            if last:
+                return last
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}"[:2000])
+
+
+class Procs:
+    """Processes started in their own sessions; `stop()` kills each whole group."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, argv: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        out = open(self.tmp / f"{name}.out", "wb")
+        path_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                    **(env or {})}
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                    start_new_session=True, env=path_env)
+        finally:
+            out.close()
+        self.started.append(proc)
+        return proc
+
+    def output(self, name: str) -> str:
+        return (self.tmp / f"{name}.out").read_text(errors="replace")
+
+    def agent(self, pid: int, name: str = "agent", *, log: str | None = None, token: str | None = None) -> str:
+        """`hangwatch attach PID --serve` on a free port; returns its URL once /healthz answers."""
+        port = free_port()
+        argv = [HANGWATCH, "attach", str(pid), "--serve", "--port", str(port)]
+        argv += ["--log", log] if log else []
+        argv += ["--token", token] if token else []
+        proc = self.start(argv, name)
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"hangwatch exited {proc.returncode}: {self.output(name)[-2000:]}")
+            return get_json(url + "/healthz")["status"] == "ok"
+
+        wait_until(up, 60, f"{name} to serve on {url}")
+        return url
+
+    def stop(self) -> None:
+        for proc in self.started:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM if "lab/run.py" in " ".join(map(str, proc.args)) else signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for proc in self.started:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+
+
+def start_test_server(procs: Procs, tmp_path: Path, mode: str) -> subprocess.Popen[bytes]:
+    """The small real test server (tests/integration/programs) in `mode`; its FIFO, when it needs one, in tmp_path."""
+    fifo = tmp_path / "weights.fifo"
+    if mode == "fifo_rank" and not fifo.exists():
+        os.mkfifo(fifo)
+    argv = [sys.executable, str(PROGRAMS / "sglang" / "launch_server.py"), "--model-path", "/models/tiny",
+            "--tp-size", "2", "--port", str(free_port())]
+    return procs.start(argv, "server", env={"HW_MODE": mode, "HW_FIFO": str(fifo)})
