@@ -9,7 +9,7 @@ import sys
 import typer
 
 from hangwatch._version import __version__
-from hangwatch.cli import live, offline, preflight
+from hangwatch.cli import fleet, live, offline, preflight
 from hangwatch.errors import HangwatchError
 from hangwatch.redact import redact_text, terminal_safe
 
@@ -44,6 +44,7 @@ app.command()(live.attach)
 app.command(context_settings={"allow_interspersed_args": False})(live.run)
 app.command()(live.collect)
 app.command(context_settings={"allow_interspersed_args": False})(preflight.preflight)
+app.command()(fleet.fleet)
 
 
 def main() -> None:

@@ -249,14 +249,14 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     @app.get("/", response_class=HTMLResponse, summary="The live page (no token needed: it holds no data)")
     def page() -> HTMLResponse:
         html, policy = render_page("live", title=f"hangwatch · {view.server_name}", auth=bool(app.state.token))
-        return HTMLResponse(html, headers=_page_headers(policy))
+        return HTMLResponse(html, headers=page_headers(policy))
 
     @app.get("/report.html", response_class=HTMLResponse, summary="This page as one self-contained HTML file")
     async def report() -> HTMLResponse:
         data = await _page_data(app, view, "report")
         html, policy = render_page("report", title=data["title"], data=data)
         name = f"hangwatch-{_safe(view.server_name)}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.html"
-        return HTMLResponse(html, headers={**_page_headers(policy), "Content-Disposition": f'inline; filename="{name}"'})
+        return HTMLResponse(html, headers={**page_headers(policy), "Content-Disposition": f'inline; filename="{name}"'})
 
 
 async def _page_data(app: FastAPI, view: WatchView, mode: Mode) -> dict[str, Any]:
@@ -264,7 +264,7 @@ async def _page_data(app: FastAPI, view: WatchView, mode: Mode) -> dict[str, Any
     return page_data(mode, f"hangwatch · {view.server_name}", [node], generated_at=time.time())
 
 
-def _page_headers(policy: str) -> dict[str, str]:
+def page_headers(policy: str) -> dict[str, str]:
     return {"Content-Security-Policy": policy + "; frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
             "Referrer-Policy": "no-referrer", "Cache-Control": "no-store"}
 

@@ -75,7 +75,7 @@ const q = (s) => Array.from(document.querySelectorAll(s));
 const text = (id) => { const e = document.getElementById(id); return e ? e.textContent : null; };
 return {state: document.getElementById('banner').dataset.state, cause: text('cause'),
         rows: q('#gantt g.rank-row').map((g) => g.dataset.rank),
-        outliers: q('#tree-outliers .culprit').map((e) => e.textContent),
+        outliers: q('#tree-outliers .culprit').map((e) => e.dataset.rank),
         treeRanks: (document.getElementById('stacktree') || {textContent: ''}).textContent,
         remedy: text('remedy'), evidence: q('#evidence-list li').length,
         tokenForm: !document.getElementById('token-form').hidden, main: !document.getElementById('main').hidden,

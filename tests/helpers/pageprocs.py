@@ -10,8 +10,9 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
@@ -30,7 +31,8 @@ def get_json(url: str, token: str | None = None, timeout: float = 5.0) -> Any:
         return json.loads(response.read())
 
 
-def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25) -> Any:
+def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float = 0.25,
+               on_timeout: Callable[[], Any] | None = None) -> Any:
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -42,7 +44,8 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float
             if last:
                 return last
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}"[:2000])
+    more = f"; {on_timeout()!r}" if on_timeout else ""
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}; last: {last!r}{more}"[:6000])
 
 
 class Procs:
@@ -53,14 +56,11 @@ class Procs:
         self.started: list[subprocess.Popen[bytes]] = []
 
     def start(self, argv: list[str], name: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-        out = open(self.tmp / f"{name}.out", "wb")
         path_env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
                     **(env or {})}
-        try:
+        with open(self.tmp / f"{name}.out", "wb") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                     start_new_session=True, env=path_env)
-        finally:
-            out.close()
         self.started.append(proc)
         return proc
 

@@ -22,16 +22,17 @@ import base64
 import hashlib
 import json
 import re
-from functools import lru_cache
+from collections.abc import Mapping
+from functools import cache
 from importlib import resources
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
-__all__ = ["Mode", "render_page", "csp", "page_data"]
+__all__ = ["Mode", "csp", "page_data", "render_page"]
 
 Mode = Literal["live", "report", "fleet"]
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
     return resources.files(__package__).joinpath(name).read_text(encoding="utf-8")
 

@@ -71,6 +71,8 @@
     return out.join(", ");
   }
   function swatch(color) { return "<svg class=\"swatch\" width=\"11\" height=\"11\"><rect width=\"11\" height=\"11\" rx=\"2\" fill=\"" + esc(color) + "\"/></svg>"; }
+  // a process without a rank is labelled by its pid
+  function rankName(label) { return /^\d+$/.test(label) ? "pid " + label : label; }
   function phaseOrder(p) { const i = PHASES.indexOf(p); return i < 0 ? -1 : i; }
   function setHTML(id, html) {
     const node = $(id);
@@ -88,13 +90,15 @@
     const file = f.file ? String(f.file).split("/").pop() : (f.library || "");
     return file ? name + " (" + file + (f.line ? ":" + f.line : "") + ")" : name;
   }
+  // processes without a rank (the launcher, labelled by pid) are not ranks: left out when ranks exist
+  function treeLabels(labels) {
+    const ranks = labels.filter((l) => !/^\d+$/.test(l));
+    return ranks.length ? ranks : labels;
+  }
   // The merged stack tree (the same shape as the server's /stacks "tree").
   function buildTree(stacks, culprits, progress) {
     const root = { frame: "<all>", ranks: [], children: [] };
-    let labels = Object.keys(stacks || {});
-    // processes without a rank (the launcher, labelled by pid) are not ranks: leave them out when ranks exist
-    if (labels.some((l) => !/^\d+$/.test(l))) labels = labels.filter((l) => !/^\d+$/.test(l));
-    for (const rank of sortedRanks(labels)) {
+    for (const rank of sortedRanks(treeLabels(Object.keys(stacks || {})))) {
       const th = mainThread(stacks[rank]);
       if (!th || !Array.isArray(th.frames) || !th.frames.length) continue;
       root.ranks.push(rank);
@@ -156,7 +160,20 @@
   function nodeTree(node) {
     const server = node.stacks && node.stacks.tree;
     if (server && Array.isArray(server.children)) return server;
-    return buildTree(nodeStacks(node), (node.verdict && node.verdict.ranks) || [], rankProgress(timelineRanks(node)));
+    return buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
+  }
+  // the ranks the verdict names; else the processes whose stacks decided it, when they are not all of them
+  function culpritsOf(node) {
+    const v = node.verdict || {};
+    if ((v.ranks || []).length) return v.ranks;
+    const labels = Object.keys(nodeStacks(node));
+    const deciding = new Set();
+    for (const e of v.evidence || []) {
+      const m = /^stacks\/([^/]+?)(?:\.\d+)?\.(?:json|txt)\b/.exec(String(e.source || ""));
+      if (m && labels.includes(m[1])) deciding.add(m[1]);
+    }
+    const inTree = treeLabels(labels).filter((l) => deciding.has(l));
+    return inTree.length && inTree.length < treeLabels(labels).length ? inTree : [];
   }
   // "node/rank" for a rank a node's verdict names: the node that runs it (a verdict may name a peer's rank)
   function qualify(data, node, rank) {
@@ -215,11 +232,12 @@
           (b.waits_on ? "waiting on <b>" + esc(b.waits_on) + "</b> " : "") + (b.state ? "[" + esc(b.state) + "] " : "") +
           (num(b.for_s) !== null ? "for " + fmtS(b.for_s) : "") + "</div>");
       } else {
-        // no rank named: show where every sampled rank is (a server with a few ranks, all waiting)
-        const shown = culprits.length ? culprits : sortedRanks(Object.keys(nodeStacks(focus)).filter((l) => !/^\d+$/.test(l)));
+        // no rank named: the processes whose stacks decided it, else every rank (a few ranks, all waiting)
+        const deciding = culpritsOf(focus);
+        const shown = deciding.length ? deciding : sortedRanks(Object.keys(nodeStacks(focus)).filter((l) => !/^\d+$/.test(l)));
         for (const r of shown.slice(0, 4)) {
           const frames = stuckWhere(focus, r), phase = (v.phases || {})[r];
-          where.push("<div class=\"blocker\"><span class=\"culprit\">" + esc(r) + "</span> " +
+          where.push("<div class=\"blocker\"><span class=\"culprit\">" + esc(rankName(r)) + "</span> " +
             (phase ? "in <b>" + esc(PHASE_LABEL[phase] || phase) + "</b>" : "") +
             (frames ? ", at <code>" + esc(frames[0]) + "</code>" + (frames[1] ? " ← <code>" + esc(frames[1]) + "</code>" : "") : "") + "</div>");
         }
@@ -382,7 +400,7 @@
     const outliers = new Set(tree.outliers || []);
     const all = tree.ranks || [];
     const summary = outliers.size
-      ? "<div class=\"tree-summary\" id=\"tree-outliers\">" + (outliers.size < all.length ? "Stands apart: " : "Named by the verdict: ") + sortedRanks(Array.from(outliers)).map((r) => "<span class=\"culprit\">" + esc(r) + "</span>").join(" ") +
+      ? "<div class=\"tree-summary\" id=\"tree-outliers\">" + (outliers.size < all.length ? "Stands apart: " : "Named by the verdict: ") + sortedRanks(Array.from(outliers)).map((r) => "<span class=\"culprit\" data-rank=\"" + esc(r) + "\">" + esc(rankName(r)) + "</span>").join(" ") +
         " <span class=\"muted\">— " + all.length + " ranks sampled</span></div>"
       : "<div class=\"tree-summary muted\" id=\"tree-outliers\">" + all.length + " ranks sampled; no rank stands apart.</div>";
     const html = ["<div class=\"tree\" id=\"stacktree\"><ul>"];
@@ -392,8 +410,8 @@
   }
   function rankBadges(ranks, outliers) {
     const odd = sortedRanks(ranks.filter((r) => outliers.has(r))), rest = ranks.filter((r) => !outliers.has(r));
-    return "<span class=\"ranks\">" + odd.map((r) => "<span class=\"r outlier\">" + esc(r) + "</span>").join("") +
-      (rest.length ? "<span class=\"r\">" + esc(compactRanks(rest)) + "</span>" : "") + "</span>";
+    return "<span class=\"ranks\">" + odd.map((r) => "<span class=\"r outlier\">" + esc(rankName(r)) + "</span>").join("") +
+      (rest.length ? "<span class=\"r\">" + esc(compactRanks(rest.map(rankName))) + "</span>" : "") + "</span>";
   }
   function renderChildren(node, path, outliers, html, total) {
     node.children.forEach((child, i) => {

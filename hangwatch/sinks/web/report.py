@@ -9,15 +9,16 @@ from __future__ import annotations
 import calendar
 import json
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from hangwatch.bundle import evidence_from_files, read_bundle_files
 from hangwatch.classify import Rule, classify
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence, ProcessStack, Verdict
-from hangwatch.sinks.web import page_data, render_page
 from hangwatch.redact import redacted, redacted_verdict
+from hangwatch.sinks.web import page_data, render_page
 
 __all__ = ["bundle_node", "report_html", "write_report"]
 

@@ -23,7 +23,7 @@ NODE_PARTS = {"verdict": "/verdict", "timeline": "/timeline", "stacks": "/stacks
 
 
 async def node_snapshot(app: FastAPI, name: str, url: str | None = None) -> dict[str, Any]:
-    routes = {route.path: route for route in app.routes if isinstance(route, APIRoute) and "GET" in route.methods}
+    routes = {route.path: route for route in app.routes if isinstance(route, APIRoute) and "GET" in (route.methods or ())}
     node: dict[str, Any] = {"name": name, "url": url, "error": None}
     for key, path in NODE_PARTS.items():
         route = routes.get(path)

@@ -5,8 +5,8 @@ Skipped where Debian's chromium and chromedriver are not installed (.ci/run inst
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from helpers.chrome import Browser, chromium_paths

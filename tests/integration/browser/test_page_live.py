@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 import urllib.error
@@ -18,6 +19,7 @@ from pathlib import Path
 import pytest
 from helpers.chrome import Browser, facts
 from helpers.pageprocs import ROOT, Procs, get_json, start_test_server, wait_until
+
 
 def test_page_shows_the_stuck_rank_of_a_real_two_rank_server(procs: Procs, browser: Browser, tmp_path: Path) -> None:
     # GIVEN a server whose TP1 hangs opening its weights while TP0 waits for it, watched with --serve
@@ -97,8 +99,8 @@ LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / 
 @pytest.mark.slow
 @pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)")
 def test_page_on_a_real_sglang_hang_shows_stalled_and_the_cause(procs: Procs, browser: Browser) -> None:
-    # GIVEN the real SGLang server whose user patch blocks the warm-up forward, watched with --serve
-    lab = procs.start([sys.executable, str(ROOT / "lab" / "run.py"), "hs-dump-patch", "--hold", "600"], "lab",
+    # GIVEN the real SGLang server whose weights file is a FIFO (a hung filesystem), watched with --serve
+    lab = procs.start([sys.executable, str(ROOT / "lab" / "run.py"), "weights-fifo", "--hold", "600"], "lab",
                       env={"HANGWATCH_LAB_PYTHON": LAB_PYTHON})
     header = wait_until(lambda: procs.output("lab").splitlines()[:1], 60, "the lab to start")
     info = json.loads(header[0])
@@ -119,9 +121,14 @@ def test_page_on_a_real_sglang_hang_shows_stalled_and_the_cause(procs: Procs, br
     print(f"page showed the stall {seen_page - seen_api:.1f} s after the API did")
     verdict = get_json(url + "/verdict")
     page = facts(browser)
-    assert (page["state"], page["cause"]) == ("stalled", verdict["cause"]) == ("stalled", "patch_or_user_code")
+    assert (page["state"], page["cause"]) == ("stalled", verdict["cause"]) == ("stalled", "weight_loading_io")
     assert sorted(page["rows"]) == sorted(get_json(url + "/timeline")["ranks"])
-    # one rank (TP=1): the tree shows where it is, in the user's patch
-    assert "hs_dump" in page["treeRanks"] and "TP0" in page["treeRanks"]
-    assert set(page["outliers"]) == set(verdict["ranks"])
+    # the tree holds every sampled process and names the one whose stack decided the verdict
+    deciding = sorted({m.group(1) for e in verdict["evidence"] if (m := re.match(r"stacks/([^/.]+)", e["source"]))})
+    stacks = get_json(url + "/stacks")["stacks"]
+    assert deciding and set(deciding) <= set(stacks), (verdict["evidence"], list(stacks))
+    innermost = [t["frames"][0]["function"] for t in stacks[deciding[0]] if t["name"] == "MainThread" and t["frames"]]
+    assert innermost and innermost[0] in page["treeRanks"], (innermost, page["treeRanks"])
+    if len(stacks) > 1:
+        assert page["outliers"] == deciding, page
     assert browser.errors() == []

@@ -19,7 +19,8 @@ COLLECTIVE = ROOT / "tests" / "fixtures" / "gpu" / "collective" / "bundle"
 def test_report_from_a_bundle_passes_the_page_checks_from_file_url(browser: Browser, tmp_path: Path) -> None:
     # GIVEN a report written from a bundle
     report = tmp_path / "report.html"
-    done = subprocess.run([HANGWATCH, "diagnose", str(COLLECTIVE), "--html", str(report)], capture_output=True,
+    done = subprocess.run([HANGWATCH, "diagnose", str(COLLECTIVE), "--html", str(report)], check=False,
+                          capture_output=True,
                           text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "STALLED" in done.stdout  # the terminal report is printed as before

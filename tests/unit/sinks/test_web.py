@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-
 from helpers.paths import FIXTURES
 from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
@@ -28,7 +27,7 @@ COLLECTIVE = FIXTURES / "gpu" / "collective" / "bundle"
 
 
 def _inline(html: str, tag: str) -> str:
-    return re.search(rf"<{tag}>(.*?)</{tag}>", html, re.S).group(1)  # type: ignore[union-attr]
+    return re.search(rf"<{tag}>(.*?)</{tag}>", html, re.DOTALL).group(1)  # type: ignore[union-attr]
 
 
 def _hash(text: str) -> str:
@@ -118,7 +117,7 @@ def test_bundle_report_redacts_and_embeds_the_verdict(tmp_path):
 def test_diagnose_html_to_an_unwritable_path_is_a_one_line_error(tmp_path):
     hangwatch = str(Path(sys.executable).parent / "hangwatch")
     done = subprocess.run([hangwatch, "diagnose", str(COLLECTIVE), "--html", str(tmp_path / "no" / "such" / "r.html")],
-                          capture_output=True, text=True, timeout=120)
+                          check=False, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "cannot write" in done.stderr
 
 

@@ -1,0 +1,71 @@
+"""`hangwatch fleet URL...`: every node's agent in one page and one summary (multi-node servers)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def fleet(
+    urls: Annotated[list[str], typer.Argument(help="Each node's agent (hangwatch attach PID --serve), e.g. http://node1:9464.")],
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", help="The nodes' bearer token: a file with one token, or lines 'URL TOKEN'.")] = None,
+    host: Annotated[str, typer.Option("--host", help="Address of the fleet page.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port of the fleet page.")] = 9465,
+    token: Annotated[str | None, typer.Option("--token", envvar="HANGWATCH_TOKEN",
+                                                 help="Bearer token the fleet page requires.")] = None,
+    insecure: Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback page without a token.")] = False,
+    once: Annotated[bool, typer.Option("--once", help="Read every node once, print the summary and exit.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --once: print the fleet's JSON (the page's data).")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between reads of the nodes.", min=0.2)] = 1.0,
+) -> None:
+    """Show several nodes' agents as one: all ranks in one timeline and one stack tree, and the node that stands apart."""
+    from hangwatch.sinks.web.fleet import (
+        Fleet,
+        create_fleet_app,
+        read_tokens,
+        summary_lines,
+    )
+
+    env_token = os.environ.get("HANGWATCH_PEER_TOKEN")
+    tokens = read_tokens(token_file, urls)
+    if token_file is None and env_token:
+        tokens = dict.fromkeys(urls, env_token)
+    watcher = Fleet(urls, tokens, interval=interval)
+    if once:
+        data = watcher.poll_once()
+        watcher.stop()
+        print(json.dumps(data, indent=1) if json_out else "\n".join(summary_lines(data)))
+        return
+    from hangwatch.sinks.api import serve_in_thread
+
+    app = create_fleet_app(watcher, token=token)
+    handle = serve_in_thread(app, host, port, token=token, insecure=insecure)
+    watcher.start()
+    print(f"hangwatch fleet: {len(urls)} nodes; open {handle.url}/", file=sys.stderr)
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    last: str | None = None
+    try:
+        while not stop.wait(interval):
+            latest = watcher.data()
+            if latest is None:
+                continue
+            line = summary_lines(latest)[0]
+            if line != last:
+                print(f"hangwatch fleet: {line}", file=sys.stderr, flush=True)
+                last = line
+    finally:
+        watcher.stop()
+        handle.stop()
+
+
+__all__ = ["fleet"]

@@ -1,0 +1,262 @@
+"""Several nodes at once: read each node's agent over its API and say which node stands apart.
+
+A multi-node server runs one hangwatch per node. `Fleet` polls each agent's GET /snapshot (the page's
+own data, so a node looks the same here as on its own page) and `apart()` names the node that
+differs, in this order of evidence: its agent does not answer (its ranks never showed up); the
+verdicts name ranks that all run on it; its ranks are furthest behind in the startup; it alone is
+stalled or crashed.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from hangwatch.errors import HangwatchError
+from hangwatch.model import Phase
+from hangwatch.redact import redact_string
+from hangwatch.sinks.web import page_data
+
+__all__ = ["Fleet", "FleetError", "apart", "create_fleet_app", "node_name", "read_tokens", "summary_lines"]
+
+_BAD = ("stalled", "crashed")
+
+
+class FleetError(HangwatchError):
+    pass
+
+
+def node_name(url: str) -> str:
+    """host:port: nodes of one machine (a lab) share a hostname, never a port."""
+    parts = urllib.parse.urlsplit(url)
+    return parts.netloc or url
+
+
+def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]:
+    """URL -> token from a file holding one token for every node, or lines of `URL TOKEN`."""
+    tokens: dict[str, str | None] = dict.fromkeys(urls)
+    if path is None:
+        return tokens
+    try:
+        lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    except OSError as exc:
+        raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    if len(lines) == 1 and " " not in lines[0]:
+        return dict.fromkeys(urls, lines[0])
+    for line in lines:
+        url, _, token = line.partition(" ")
+        if url.rstrip("/") not in {u.rstrip("/") for u in urls} or not token.strip():
+            raise FleetError(f"{path}: each line is 'URL TOKEN' for one of the nodes given (or the file is one token)")
+        for u in urls:
+            if u.rstrip("/") == url.rstrip("/"):
+                tokens[u] = token.strip()
+    return tokens
+
+
+def fetch_node(url: str, token: str | None, timeout: float = 3.0) -> dict[str, Any]:
+    """One node's NodeData from its agent's /snapshot; on failure a node with `error` set."""
+    name = node_name(url)
+    request = urllib.request.Request(url.rstrip("/") + "/snapshot", headers={"Accept": "application/json"})
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            body = json.loads(response.read(8 << 20))
+        node = dict(body["nodes"][0])
+    except urllib.error.HTTPError as exc:
+        why = "the token was refused (--token-file)" if exc.code == 401 else f"HTTP {exc.code}"
+        return _down(name, url, why)
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        return _down(name, url, redact_string(str(reason)))
+    node.update(name=name, url=url, error=None)
+    return node
+
+
+def _down(name: str, url: str, error: str) -> dict[str, Any]:
+    return {"name": name, "url": url, "error": error, "verdict": None, "timeline": None, "stacks": None,
+            "gpus": None, "history": None, "preflight": None}
+
+
+# ---------------------------------------------------------------- which node stands apart (pure)
+
+
+def apart(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """{"apart": [node names], "why": "..."}: the node that differs from the others, if one does."""
+    up = [n for n in nodes if n.get("verdict")]
+    down = [n for n in nodes if not n.get("verdict")]
+    if down and up:
+        errors = "; ".join(f"{n['name']}: {n.get('error') or 'no verdict yet'}" for n in down)
+        return {"apart": [n["name"] for n in down], "why": f"its agent does not answer, so its ranks never showed up ({errors})"}
+    if not up:
+        return {"apart": [], "why": "no node's agent answers"}
+    owner = _rank_owners(up)
+    named = {(owner.get(r, n["name"]), r) for n in up for r in n["verdict"].get("ranks") or []}
+    hosts = {node for node, _ in named}
+    if len(hosts) == 1 and len(nodes) > 1:
+        host = hosts.pop()
+        ranks = ", ".join(sorted(r for _, r in named))
+        causes = sorted({n["verdict"].get("cause") for n in up if n["verdict"].get("ranks")} - {None})
+        return {"apart": [host], "why": f"the verdicts name its rank{'s' if ',' in ranks else ''} {ranks}"
+                + (f" ({', '.join(causes)})" if causes else "")}
+    behind = _behind(up)
+    if behind:
+        return behind
+    bad = [n for n in up if n["verdict"].get("state") in _BAD]
+    if len(bad) == 1 and len(up) > 1:
+        v = bad[0]["verdict"]
+        return {"apart": [bad[0]["name"]], "why": f"it alone is {v.get('state')}" + (f": {v.get('cause')}" if v.get("cause") else "")}
+    states = sorted({str(n["verdict"].get("state")) for n in up})
+    return {"apart": [], "why": f"No node stands apart: {len(up)} node{'s' if len(up) > 1 else ''}, {' / '.join(states)}."}
+
+
+def _rank_owners(nodes: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    owner: dict[str, str] = {}
+    for n in nodes:
+        for rank in list((n.get("timeline") or {}).get("ranks") or {}) + list((n.get("stacks") or {}).get("stacks") or {}):
+            if rank != "main" and not rank.isdigit():
+                owner.setdefault(rank, n["name"])
+    return owner
+
+
+def _progress(spans: Sequence[Mapping[str, Any]]) -> tuple[int, str] | None:
+    if not spans:
+        return None
+    last = spans[-1]
+    try:
+        order = Phase(last.get("phase")).order
+    except ValueError:
+        return None
+    ended = last.get("end") is not None
+    return 2 * order + (1 if ended else 0), f"{last.get('phase')}{' (ended)' if ended else ''}"
+
+
+def _behind(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The node holding the rank furthest behind, when exactly one node does and the others are further."""
+    lowest: dict[str, tuple[int, str, str]] = {}
+    for n in nodes:
+        for rank, spans in ((n.get("timeline") or {}).get("ranks") or {}).items():
+            p = _progress(spans) if rank != "main" else None
+            if p is not None and (n["name"] not in lowest or p[0] < lowest[n["name"]][0]):
+                lowest[n["name"]] = (p[0], rank, p[1])
+    if len(lowest) < 2:
+        return None
+    ranked = sorted(lowest.items(), key=lambda item: item[1][0])
+    (name, (score, rank, where)), (_, (next_score, next_rank, next_where)) = ranked[0], ranked[1]
+    if score == next_score:
+        return None
+    return {"apart": [name], "why": f"its rank {rank} is furthest behind, in {where}, while {next_rank} reached {next_where}"}
+
+
+# ---------------------------------------------------------------- polling
+
+
+class Fleet:
+    """Polls every node each `interval` seconds in a daemon thread; `data()` is the latest PageData."""
+
+    def __init__(self, urls: Sequence[str], tokens: Mapping[str, str | None], *, interval: float = 1.0,
+                 timeout: float = 3.0) -> None:
+        if not urls:
+            raise FleetError("give the URL of at least one node's agent (hangwatch attach PID --serve)")
+        for url in urls:
+            if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+                raise FleetError(f"not an http(s) URL: {url}")
+        self.urls, self.tokens, self.interval, self.timeout = list(urls), dict(tokens), interval, timeout
+        self._lock = threading.Lock()
+        self._data: dict[str, Any] | None = None
+        self._stop = threading.Event()
+        self._pool = ThreadPoolExecutor(max_workers=min(16, len(self.urls)), thread_name_prefix="hangwatch-fleet")
+        self._thread: threading.Thread | None = None
+
+    def poll_once(self) -> dict[str, Any]:
+        nodes = list(self._pool.map(lambda u: fetch_node(u, self.tokens.get(u), self.timeout), self.urls))
+        data = page_data("fleet", f"hangwatch fleet · {len(nodes)} nodes", nodes, generated_at=time.time(),
+                         fleet=apart(nodes))
+        with self._lock:
+            self._data = data
+        return data
+
+    def data(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self._data
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="hangwatch-fleet", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            started = time.monotonic()
+            self.poll_once()
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.timeout + 2)
+        self._pool.shutdown(wait=False)
+
+
+# ---------------------------------------------------------------- the fleet's own page
+
+
+def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
+    """GET / (the page, fleet mode), /snapshot (every node's data), /report.html, /healthz; the API's guard."""
+    from fastapi import FastAPI, Response
+    from fastapi.responses import HTMLResponse
+
+    from hangwatch.sinks.api import _Guard, page_headers
+    from hangwatch.sinks.web import render_page
+
+    app = FastAPI(title="hangwatch fleet", docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.token = token
+
+    def current() -> dict[str, Any]:
+        return fleet.data() or fleet.poll_once()
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"status": "ok", "nodes": len(fleet.urls)}
+
+    @app.get("/snapshot")
+    def snapshot() -> Response:
+        return Response(json.dumps(current()).encode(), media_type="application/json")
+
+    @app.get("/", response_class=HTMLResponse)
+    def page() -> HTMLResponse:
+        html, policy = render_page("fleet", title=f"hangwatch fleet · {len(fleet.urls)} nodes", auth=bool(token))
+        return HTMLResponse(html, headers=page_headers(policy))
+
+    @app.get("/report.html", response_class=HTMLResponse)
+    def report() -> HTMLResponse:
+        data = {**current(), "mode": "report"}
+        html, policy = render_page("report", title=data["title"], data=data)
+        return HTMLResponse(html, headers=page_headers(policy))
+
+    app.add_middleware(_Guard, token=token, max_body=64 * 1024, rate=50.0)
+    return app
+
+
+def summary_lines(data: Mapping[str, Any]) -> list[str]:
+    """The fleet in a few lines for a terminal: which node stands apart, then each node."""
+    fleet = data.get("fleet") or {}
+    names = fleet.get("apart") or []
+    lines = [f"node {', '.join(names)} stands apart: {fleet.get('why')}" if names else str(fleet.get("why"))]
+    for n in data.get("nodes") or []:
+        v = n.get("verdict")
+        if v is None:
+            lines.append(f"  {n['name']:<22} unreachable  {n.get('error')}")
+            continue
+        ranks = ",".join(v.get("ranks") or [])
+        phases = " ".join(f"{r}:{p}" for r, p in sorted((v.get("phases") or {}).items()))
+        lines.append(f"  {n['name']:<22} {str(v.get('state')).upper():<11} {v.get('cause') or '-':<24} "
+                     f"{('ranks ' + ranks) if ranks else ''} {phases}".rstrip())
+    return lines
