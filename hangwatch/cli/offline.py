@@ -54,7 +54,7 @@ def diagnose(
     json_out: JsonOption = False,
     rules: RulesOption = None,
     builtin: BuiltinOption = True,
-    html: Annotated[Optional[Path], typer.Option(
+    html: Annotated[Path | None, typer.Option(
         "--html", help="Also write the page (timeline, stack tree, GPUs, evidence) as one self-contained HTML file.")] = None,
 ) -> None:
     """Say why the server in a bundle is stuck: state, cause, evidence, remedy."""

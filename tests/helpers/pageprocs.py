@@ -38,7 +38,7 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, every: float
     while time.monotonic() < deadline:
         try:
             last = check()
-        except Exception as exc:  # noqa: BLE001 - a check that raises has not passed yet
+        except Exception as exc:
             last = exc
         else:
             if last:

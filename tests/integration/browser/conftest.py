@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from helpers.chrome import Browser, chromium_paths
 from helpers.pageprocs import Procs
 

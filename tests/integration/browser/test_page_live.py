@@ -17,6 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from helpers.chrome import Browser, facts
 from helpers.pageprocs import ROOT, Procs, get_json, start_test_server, wait_until
 

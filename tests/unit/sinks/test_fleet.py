@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from helpers.serve_fixtures import make_verdict, make_view
 
 from hangwatch.model import State
 from hangwatch.redact import redacted_verdict
 from hangwatch.sinks.api import create_app, serve_in_thread
 from hangwatch.sinks.web.fleet import Fleet, FleetError, apart, fetch_node, read_tokens, summary_lines
+from helpers.serve_fixtures import make_verdict, make_view
 
 
 def _node(name, state="stalled", cause="weight_loading_io", ranks=(), timeline=None, stacks=None):

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
-from helpers.paths import FIXTURES
-from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 from hangwatch.classify import RULES_DIR, load_rules
 from hangwatch.model import GpuInfo, GpuSample
@@ -22,6 +20,8 @@ from hangwatch.sinks.api import create_app, gpu_history
 from hangwatch.sinks.web import render_page
 from hangwatch.sinks.web.report import write_report
 from hangwatch.watch.published import StaticView
+from helpers.paths import FIXTURES
+from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 COLLECTIVE = FIXTURES / "gpu" / "collective" / "bundle"
 
