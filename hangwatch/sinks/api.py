@@ -15,7 +15,7 @@ import json
 import socket
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -31,6 +31,7 @@ from hangwatch.bundle import bundle_tarball_bytes
 from hangwatch.errors import HangwatchError
 from hangwatch.model import GpuSample, Verdict
 from hangwatch.redact import redact_files, redacted, redacted_verdict
+from hangwatch.sinks.http_limits import QuietServer, raise_nofile_limit, uvicorn_limits
 from hangwatch.sinks.metrics import make_registry
 from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
 from hangwatch.sinks.web import Mode, page_data, render_page
@@ -91,7 +92,7 @@ class VerdictModel(BaseModel):
 
 
 class HealthModel(BaseModel):
-    status: Literal["ok"]
+    status: Literal["ok", "stale"]  # stale (503): the watch loop has not ticked for `stale_after_s`
     ticks: int  # watch-loop ticks so far: a probe can check that it grows
     state: str | None  # None before the first verdict
 
@@ -165,16 +166,26 @@ def create_app(
     rate: float | None = 50.0,
     registry: CollectorRegistry | None = None,
     preflight: Mapping[str, Any] | None = None,
+    stale_after_s: float = 30.0,
+    hosts: Sequence[str] = (),
 ) -> FastAPI:
     """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded.
-    `preflight`: the report of the preflight run before this launch (`hangwatch run`), served at /preflight."""
+    `preflight`: the report of the preflight run before this launch (`hangwatch run`), served at /preflight.
+
+    Without a token, only requests whose Host header names loopback (or one of `hosts`) are served:
+    a web page on another origin could otherwise read /bundle through DNS rebinding.
+    """
     app = FastAPI(title="hangwatch", version=__version__, description=_DESCRIPTION, responses=_ERRORS)
     app.state.token = token
+    app.state.hosts = set(_LOOPBACK_NAMES) | {h.lower() for h in hosts}
     registry = registry if registry is not None else make_registry(view)
-    _routes(app, view, store, registry)
+    _routes(app, view, store, registry, stale_after_s)
     _preflight_route(app, preflight)
-    app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate)
+    app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate, hosts=app.state.hosts)
     return app
+
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "localhost.localdomain", "ip6-localhost")
 
 
 _DESCRIPTION = ("Why is this SGLang/vLLM server stuck starting? The latest verdict, stacks, phases, metrics, "
@@ -190,13 +201,19 @@ def _preflight_route(app: FastAPI, report: Mapping[str, Any] | None) -> None:
         return _json_response(dict(report), 200)
 
 
-def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry: CollectorRegistry) -> None:
+def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry: CollectorRegistry,
+            stale_after_s: float = 30.0) -> None:
     cache = _VerdictCache()
+    bundles = _BundleCache(view)
 
     @app.get("/healthz", response_model=HealthModel, summary="Liveness (no token needed)")
-    async def healthz() -> dict[str, Any]:
+    async def healthz() -> Any:
         verdict = view.verdict()
-        return {"status": "ok", "ticks": view.tick_count(), "state": verdict.state.value if verdict else None}
+        age = view.tick_age_s() if hasattr(view, "tick_age_s") else None
+        stale = age is not None and age > stale_after_s
+        body = {"status": "stale" if stale else "ok", "ticks": view.tick_count(),
+                "state": verdict.state.value if verdict else None}
+        return _json_response(body, 503) if stale else body
 
     @app.get("/verdict", response_model=VerdictModel, summary="The latest verdict (as `diagnose --json`)",
              responses={503: {"model": ErrorModel, "description": "No verdict yet"}})
@@ -231,7 +248,7 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
              response_class=Response, responses={200: {"content": {"application/gzip": {}}}})
     def bundle() -> Response:
-        data = bundle_tarball_bytes(view.bundle_files())  # redacted by the writer, like every bundle
+        data = bundles.get()
         name = f"hangwatch-{_safe(view.server_name)}-{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}.tar.gz"
         return Response(data, media_type="application/gzip",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
@@ -294,6 +311,23 @@ class _VerdictCache:
             return self._body
 
 
+class _BundleCache:
+    """One bundle per tick, built by one request at a time: four clients polling /bundle cost one build
+    per tick, not four (the probe saw the loop slow to half its rate), and no more than one core."""
+
+    def __init__(self, view: WatchView) -> None:
+        self._view, self._lock = view, threading.Lock()
+        self._tick, self._data = -1, b""
+
+    def get(self) -> bytes:
+        with self._lock:
+            tick = self._view.tick_count()
+            if tick != self._tick or not self._data:
+                self._data = bundle_tarball_bytes(self._view.bundle_files())  # redacted by the writer
+                self._tick = tick
+            return self._data
+
+
 def redacted_files(files: Mapping[str, bytes]) -> dict[str, bytes]:
     """Bundle files with secrets masked (hangwatch.redact.redact_files)."""
     return redact_files(files)
@@ -317,8 +351,9 @@ _OPEN_PATHS = frozenset({"/healthz", "/"})
 class _Guard:
     """413 for big bodies, 429 past `rate` per client address, 401 without the bearer token."""
 
-    def __init__(self, app: Any, *, token: str | None, max_body: int, rate: float | None) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: Any, *, token: str | None, max_body: int, rate: float | None,
+                 hosts: set[str] | None = None) -> None:
+        self.app, self.max_body, self._hosts = app, max_body, hosts
         self._token = f"Bearer {token}".encode() if token else None
         self._limiter = _RateLimiter(rate) if rate else None
 
@@ -326,6 +361,8 @@ class _Guard:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
+        if not self._token and self._hosts is not None and not _host_allowed(headers.get(b"host", b""), self._hosts):
+            return await _send_json(send, 421, "unknown Host header (hangwatch answers loopback names only without a token)")
         if _content_length(headers) > self.max_body:
             return await _send_json(send, 413, "request body too large")
         if b"transfer-encoding" in headers:
@@ -377,6 +414,18 @@ class _RateLimiter:
             self._buckets.clear()  # a flood of addresses: forget them all rather than grow without bound
         self._buckets[client] = (tokens - 1 if tokens >= 1 else tokens, now)
         return tokens >= 1
+
+
+def _host_allowed(raw: bytes, hosts: set[str]) -> bool:
+    """`127.0.0.1:9464`, `[::1]:9464`, `localhost` -> the name without port, checked against `hosts`."""
+    if "*" in hosts:
+        return True
+    host = raw.decode("latin-1").strip().lower()
+    if host.startswith("["):
+        host = host[1 : host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".") in hosts
 
 
 def _content_length(headers: dict[bytes, bytes]) -> int:
@@ -439,9 +488,13 @@ def serve_in_thread(
         raise ServeError(f"refusing to serve on {host} without --token (or --insecure): the API shows stacks, "
                          "command lines and logs of the watched server")
     sock = _bind(host, port)
+    hosts = getattr(app.state, "hosts", None)
+    if hosts is not None:
+        hosts.add("*" if not is_loopback(host) else host.strip("[]").lower())  # off loopback the token guards
+    nofile = raise_nofile_limit()
     config = uvicorn.Config(app, log_level=log_level, access_log=False, lifespan="off", proxy_headers=False,
-                            server_header=False, timeout_keep_alive=5)
-    server = uvicorn.Server(config)
+                            server_header=False, timeout_keep_alive=5, **uvicorn_limits(nofile))
+    server = QuietServer(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="hangwatch-api", daemon=True)
     thread.start()
     _wait_started(server, thread, start_timeout)
@@ -452,7 +505,8 @@ def _bind(host: str, port: int) -> socket.socket:
     # Bound here, not by uvicorn, so "address in use" is a clear error now and port 0 reports its port.
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY on accepted sockets only then
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
     except OSError as exc:

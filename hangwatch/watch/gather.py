@@ -150,6 +150,9 @@ class LiveSources:
             except SourceUnavailable as exc:
                 self.note_missing(exc)
                 return b""
+            except OSError as exc:  # EMFILE and the like: this tick has no log, the next one may
+                self.note_missing(_transient("log", exc))
+                return b""
 
     def _read_available(self) -> bytes:
         """What the log gained, up to a per-tick budget: LogTail reads a bounded chunk per call
@@ -221,6 +224,8 @@ class LiveSources:
                 self.clear_missing("ports")
             except SourceUnavailable as exc:
                 self.note_missing(exc)
+            except OSError as exc:
+                self.note_missing(_transient("ports", exc))
 
     def read_gpus(self) -> tuple[GpuInfo, ...] | None:
         if time.monotonic() < self._gpu_retry_at:
@@ -232,8 +237,8 @@ class LiveSources:
                 gpus = tuple(read_gpus(self._nvml)) if self._nvml is not None else tuple(read_gpus())
                 self.clear_missing("gpus")
                 return gpus
-            except SourceUnavailable as exc:
-                self.note_missing(exc)
+            except (SourceUnavailable, OSError) as exc:
+                self.note_missing(exc if isinstance(exc, SourceUnavailable) else _transient("gpus", exc))
                 self._gpu_retry_at = time.monotonic() + _GPU_RETRY_S
                 return None
 
@@ -254,6 +259,10 @@ class LiveSources:
         except SourceUnavailable as exc:  # py-spy absent: nothing to dump with
             self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
             return [], [Missing(exc.source, exc.reason, exc.hint)]
+        except OSError as exc:  # cannot start py-spy now (EMFILE, EAGAIN): try again later
+            self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
+            error = _transient("stacks", exc)
+            return [], [Missing(error.source, error.reason, error.hint)]
         self.latencies["stacks_native" if native else "stacks"] = round(time.monotonic() - started, 4)
         return list(dumps), list(missing)
 
@@ -281,3 +290,8 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.sink[self.name] = round(time.monotonic() - self.started, 4)
+
+
+def _transient(source: str, exc: OSError) -> SourceUnavailable:
+    """An OSError while reading (out of file descriptors, say) as a Missing entry: the loop goes on."""
+    return SourceUnavailable(source, f"cannot read now: {exc.strerror or exc}", "raise the open-file limit (LimitNOFILE=)")

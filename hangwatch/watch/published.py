@@ -77,6 +77,7 @@ class StaticView:
         self._latencies: dict[str, float] = {}
         self._bundle: BundleFiles | Callable[[], BundleFiles] = {}
         self._ticks = 0
+        self._tick_at = time.monotonic()  # a loop that never ticks goes stale like one that stopped
 
     def publish(
         self,
@@ -112,6 +113,7 @@ class StaticView:
                 self._bundle = bundle_files
             if tick:
                 self._ticks += 1
+                self._tick_at = time.monotonic()
 
     def verdict(self) -> Verdict | None:
         with self._lock:
@@ -146,3 +148,8 @@ class StaticView:
     def tick_count(self) -> int:
         with self._lock:
             return self._ticks
+
+    def tick_age_s(self) -> float:
+        """Seconds since the loop last ticked (or since this view was made): /healthz reports stale past a bound."""
+        with self._lock:
+            return time.monotonic() - self._tick_at

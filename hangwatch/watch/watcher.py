@@ -164,6 +164,9 @@ class Watcher:
             self._procs = [replace(p, alive=False, state=None) if p.alive else p for p in self._procs]
             if not self._procs:
                 self.sources.note_missing(exc)
+        except OSError as exc:  # out of file descriptors (EMFILE) and the like: transient, the server is not gone
+            self.sources.note_missing(SourceUnavailable("procs", f"cannot read /proc now: {exc.strerror or exc}",
+                                                        "raise the open-file limit (LimitNOFILE=)"))
 
     def _read_gpus(self, t: float) -> None:
         gpus = self.sources.read_gpus()

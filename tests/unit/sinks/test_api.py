@@ -3,13 +3,18 @@ import json
 import tarfile
 
 import pytest
-from fastapi.testclient import TestClient
+from fastapi.testclient import TestClient as _TestClient
 
 from hangwatch.model import State
 from hangwatch.redact import redacted_verdict
 from hangwatch.sinks.api import VerdictModel, create_app
 from hangwatch.sinks.store import HistoryStore
 from helpers.serve_fixtures import SECRET, make_verdict, make_view
+
+
+def TestClient(app: object, **kw: object) -> _TestClient:  # noqa: N802 - stands in for the class
+    """A client that names loopback in its Host header, as curl to 127.0.0.1 does (tokenless APIs check it)."""
+    return _TestClient(app, base_url="http://127.0.0.1:9464", **kw)  # type: ignore[arg-type]
 
 PATHS = ["/verdict", "/healthz", "/metrics", "/stacks", "/timeline", "/bundle", "/history"]
 
