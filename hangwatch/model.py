@@ -114,6 +114,8 @@ class ProcessRecord:
     # progress detection (weights via read() count in rchar, via mmap page faults in read_bytes)
     io_read_bytes: int | None = None
     create_time: float | None = None  # epoch seconds; with pid, identifies a process across samples
+    # epoch seconds when the exit was first seen (live) or recorded; orders deaths: the first is the root
+    exit_time: float | None = None
 
 
 @dataclass(frozen=True)

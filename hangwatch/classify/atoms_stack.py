@@ -26,7 +26,9 @@ from hangwatch.parse.stacks import stack_signature
 
 ORIGINS = tuple(origin.value for origin in Origin)
 _FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits")
-_ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles", "culprits")
+_ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles", "culprits", "innermost")
+# Frames that are only the way down to a wait: the stdlib, torch, other libraries, native code.
+_PASS_THROUGH = frozenset({Origin.LIBRARY, Origin.TORCH, Origin.NATIVE})
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class FrameArg:
     top: int | None = None
     roles: frozenset[str] | None = None
     culprits: bool = False  # name the ranks that show the frame, when not all of them do
+    # test only the innermost frame that is engine or user code: where the thread waits, not who
+    # called it (a script's `<module>` at the bottom of every embedded engine's stack)
+    innermost: bool = False
 
 
 # ---------------------------------------------------------------- argument parsers
@@ -53,7 +58,10 @@ def _frame_options(raw: dict[str, Any], site: Site, test: Callable[[Frame], bool
     culprits = raw.get("culprits", False)
     if not isinstance(culprits, bool):
         raise RuleError("'culprits' must be true or false", site.value("culprits"))
-    return FrameArg(test, describe, ranks, thread, top, roles, culprits)
+    innermost = raw.get("innermost", False)
+    if not isinstance(innermost, bool):
+        raise RuleError("'innermost' must be true or false", site.value("innermost"))
+    return FrameArg(test, describe, ranks, thread, top, roles, culprits, innermost)
 
 
 def _frame_text(frame: Frame) -> str:
@@ -116,7 +124,11 @@ def _threads(stack: ProcessStack, thread: str) -> tuple[ThreadStack, ...]:
 
 def _first_hit(stack: ProcessStack, arg: FrameArg) -> tuple[ThreadStack, Frame] | None:
     for thread in _threads(stack, arg.thread):
-        for frame in thread.frames[: arg.top]:
+        frames = thread.frames[: arg.top]
+        if arg.innermost:
+            inner = next((f for f in frames if f.origin not in _PASS_THROUGH), None)
+            frames = (inner,) if inner is not None else ()
+        for frame in frames:
             if arg.test(frame):
                 return thread, frame
     return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from hangwatch.classify.conditions import AtomFn, AtomResult
@@ -189,7 +189,12 @@ def proc_dead(arg: ProcArg, ctx: Context) -> AtomResult:
     dead = [p for p in ctx.evidence.procs if p.role in arg.roles and (not p.alive or p.state == "Z")]
     if not dead:
         return NO
-    return AtomResult(True, [_proc_fact(p, _death(p)) for p in dead], tuple(dict.fromkeys(map(_culprit, dead))))
+    roles = ctx.exit_roles
+    # the process that went first leads, and is the culprit when the rest were torn down after it
+    dead.sort(key=lambda p: roles.get(p.pid) != "root")
+    facts = [replace(_proc_fact(p, _death(p)), role=roles.get(p.pid)) for p in dead]
+    first = [p for p in dead if roles.get(p.pid) == "root"]
+    return AtomResult(True, facts, tuple(dict.fromkeys(map(_culprit, first or dead))))
 
 
 def proc_state(arg: ProcArg, ctx: Context) -> AtomResult:

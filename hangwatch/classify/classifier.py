@@ -107,8 +107,11 @@ def match_rule(rule: Rule, ctx: Context) -> Match | None:
     facts = tuple(_with_role(fact, ctx) for fact in outcome.facts)
     tier = failure_tier(facts)
     root = ctx.root_failure
-    if tier == 0 and root is not None and root.consequence:
-        tier = 1  # the first failure only reports a death or a timeout: quoting it decides nothing more
+    if tier == 0 and root is not None:
+        if root.consequence:
+            tier = 1  # the first failure only reports a death: quoting it decides nothing more
+        elif not any(f.role == "root" and f.source.file == "server.log" for f in facts):
+            tier = 1  # a process exit follows the error the log reports; the error is the root
     return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held, tier)
 
 

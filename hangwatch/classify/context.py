@@ -105,6 +105,28 @@ def memory_trend(samples: tuple[GpuSample, ...]) -> Trend | None:
     return Trend(direction, first, last, t1 - t0)
 
 
+# Signals a launcher or watchdog sends when it tears the tree down: an exit by one of them follows
+# another failure; an exit by its own code or a crash signal started one.
+_TEARDOWN_CODES = frozenset({-9, -15, -3, -2, -1})
+_NOT_SERVER = frozenset({"compiler", "other"})
+
+
+def exit_roles(procs: tuple[ProcessRecord, ...]) -> dict[int, str]:
+    dead = [p for p in procs if p.role not in _NOT_SERVER and (not p.alive or p.state == "Z")]
+    if len(dead) < 2:
+        return {}
+    timed = [p for p in dead if p.exit_time is not None]
+    if timed:
+        first = min(timed, key=lambda p: p.exit_time or 0.0)
+    else:
+        # no exit times: one process that ended by itself while the others were torn down
+        own = [p for p in dead if p.exit_code is not None and p.exit_code not in _TEARDOWN_CODES]
+        if len(own) != 1:
+            return {}
+        first = own[0]
+    return {p.pid: "root" if p is first else "consequence" for p in dead}
+
+
 class Context:
     """The evidence plus views derived from it; build one per classify call."""
 
@@ -171,6 +193,12 @@ class Context:
                 if roles.get(lineno) != "root":
                     roles[lineno] = failure.role or "consequence"
         return roles
+
+    @cached_property
+    def exit_roles(self) -> dict[int, str]:
+        """pid -> `root` for the process whose exit started a crash, `consequence` for the ones
+        that followed (the launcher killing the tree), when two or more are gone."""
+        return exit_roles(self.evidence.procs)
 
     # ------------------------------------------------------------ phases
 

@@ -82,3 +82,56 @@ def test_no_match_keeps_pending_priors_as_candidates_and_says_unknown() -> None:
     ev = Evidence(flags={"--tp": "2"}, since_last_progress_s=200.0, log=read_log_lines(b"hello\n"))
     verdict = classify(ev, [prior])
     assert verdict.cause == "nccl_p2p_topology" or verdict.candidates[0].cause == "nccl_p2p_topology"
+
+
+def test_user_code_only_where_the_waiting_thread_is_in_it() -> None:
+    from hangwatch.model import Origin
+    from helpers.classify_builders import check as check_stacks
+    from helpers.classify_builders import frame, stack
+
+    when = "stack.origin: {in: [user], ranks: any, innermost: true}"
+    # an embedding script at the bottom, the rank waiting in a rendezvous inside torch and the engine
+    waits = stack("TP0", frame("TCPStore.wait", "torch/distributed/store.py", Origin.TORCH),
+                  frame("init_distributed_environment", "sglang/srt/distributed/parallel_state.py"),
+                  frame("<module>", "/home/me/serve.py", Origin.USER))  # fmt: skip
+    assert not check_stacks(when, Evidence(stacks=(waits,))).held
+    # a user hook between the engine and the wait is where it waits
+    hooked = stack("TP0", frame("save", "torch/serialization.py", Origin.TORCH),
+                   frame("dump_hidden", "/home/me/hooks.py", Origin.USER),
+                   frame("Qwen3ForCausalLM.forward", "sglang/srt/models/qwen3.py"))  # fmt: skip
+    assert check_stacks(when, Evidence(stacks=(hooked,))).held
+
+
+def _torn_down(with_times: bool) -> tuple:
+    from hangwatch.model import ProcessRecord
+
+    t = (lambda x: x) if with_times else (lambda x: None)
+    return (
+        ProcessRecord(100, 1, "python -m sglang.launch_server", "launcher", alive=False, exit_code=1, exit_time=t(12.0)),
+        ProcessRecord(101, 100, "sglang::scheduler", "scheduler", "TP0", alive=False, exit_code=1, exit_time=t(10.0)),
+        ProcessRecord(102, 100, "sglang::detokenizer", "detokenizer", alive=False, exit_code=-9, exit_time=t(11.0)),
+    )
+
+
+@pytest.mark.parametrize("with_times", [True, False])
+def test_the_process_that_exited_first_is_blamed_not_the_one_the_launcher_killed(with_times: bool) -> None:
+    from hangwatch.classify import load_rules
+
+    verdict = classify(Evidence(procs=_torn_down(with_times)), load_rules())
+    assert verdict.state.value == "crashed"
+    assert verdict.cause == "dead_rank" and verdict.ranks == ("TP0",)
+    detok = [c for c in verdict.candidates if c.cause == "tokenizer_or_detokenizer"]
+    assert not detok or detok[0].confidence < verdict.confidence
+
+
+def test_a_taken_dist_init_port_in_the_drained_log_outranks_every_exit() -> None:
+    from hangwatch.classify import load_rules
+
+    log = read_log_lines(
+        b"[2026-01-01 10:00:01 TP0] Init torch distributed begin.\n"
+        b"[E101 10:00:02.1 socket.cpp:957] [c10d] The server socket has failed to listen on any local network "
+        b"address. port: 29500, code: -98, name: EADDRINUSE, message: address already in use\n"
+        b"[2026-01-01 10:00:03] Received sigquit from a child process. It usually means the child failed.\n"
+    )
+    verdict = classify(Evidence(log=log, procs=_torn_down(True)), load_rules())
+    assert verdict.cause == "port_in_use" and verdict.evidence[0].role == "root"
