@@ -139,7 +139,7 @@ def test_recorded_gpus(model: Path) -> None:
     done = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, cwd=ROOT)
     assert done.returncode == 1, done.stderr
     assert found(json.loads(done.stdout))["nccl_p2p_topology"]["severity"] == "critical"
-    healthy = [*HANGWATCH, "preflight", "--json", "--gpus-from", str(FIXTURES / "preflight" / "h200x2-live.json"),
+    healthy = [*HANGWATCH, "preflight", "--json", "--gpus-from", str(FIXTURES / "preflight" / "h200x2-gputopo.json"),
                "--", *server(model, "--tp", "2")]  # fmt: skip
     done = subprocess.run(healthy, capture_output=True, text=True, timeout=TIMEOUT_S, check=False, cwd=ROOT)
     assert done.returncode == 0 and json.loads(done.stdout)["findings"] == []

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from helpers.livetools import (
     HANGWATCH,
     Procs,

@@ -59,7 +59,7 @@ def test_shipped_checks_load_and_name_catalogue_causes() -> None:
 
 
 def test_healthy_h200_host_has_no_findings() -> None:
-    report = run(recorded("h200x2-live.json"), f"{SGLANG} --tp 2")
+    report = run(recorded("h200x2-gputopo.json"), f"{SGLANG} --tp 2")
     assert report.findings == ()
     assert "preflight-p2p-through-iommu-acs" in report.checked and report.skipped == ()
 
