@@ -62,4 +62,4 @@ class SourceUnavailable(HangwatchError):
 
 
 class TargetError(HangwatchError, LookupError):
-    help_text = "Give the pid of the launcher (python -m sglang.launch_server / vllm serve) or of any scheduler."
+    help_text = "Give the pid of the server's launcher or of any of its ranks (schedulers, workers)."

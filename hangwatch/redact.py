@@ -53,7 +53,7 @@ __all__ = [
 REDACTED = "<redacted>"
 
 _ALLOWED_PREFIXES = (
-    "NCCL_", "CUDA_", "TORCH_", "SGLANG_", "VLLM_", "FLASHINFER_", "HF_", "TRANSFORMERS_", "TRITON_",
+    "NCCL_", "CUDA_", "TORCH_", "FLASHINFER_", "HF_", "TRANSFORMERS_", "TRITON_",
     "GLOO_", "NVIDIA_", "DG_", "DEEP_GEMM_", "TORCHINDUCTOR_", "PYTORCH_",
 )  # fmt: skip
 _ALLOWED_NAMES = frozenset(
@@ -82,13 +82,20 @@ def is_secret_name(name: str) -> bool:
     return False
 
 
-def is_allowed_name(name: str) -> bool:
-    return name.startswith(_ALLOWED_PREFIXES) or name in _ALLOWED_NAMES or name.lower() in _PROXY_NAMES
+def is_allowed_name(name: str, engine_prefixes: Sequence[str] = ()) -> bool:
+    return (
+        name.startswith(_ALLOWED_PREFIXES)
+        or name.startswith(tuple(engine_prefixes))
+        or name in _ALLOWED_NAMES
+        or name.lower() in _PROXY_NAMES
+    )
 
 
-def filter_env(env: Mapping[str, str]) -> dict[str, str]:
-    """The diagnosis-relevant variables of `env`, with secret values redacted."""
-    return {name: redact_value(name, value) for name, value in env.items() if is_allowed_name(name)}
+def filter_env(env: Mapping[str, str], engine_prefixes: Sequence[str] = ()) -> dict[str, str]:
+    """The diagnosis-relevant variables of `env`, with secret values redacted. `engine_prefixes`
+    are the engines' own (`hangwatch.engines.env_prefixes()`: `SGLANG_`, `VLLM_`); this module
+    sits below the engines, so callers pass them in."""
+    return {name: redact_value(name, value) for name, value in env.items() if is_allowed_name(name, engine_prefixes)}
 
 
 def redact_value(name: str, value: str) -> str:

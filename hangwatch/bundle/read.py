@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from hangwatch.bundle.archive import read_bundle_files
-from hangwatch.engines import get_engine, guess_engine
+from hangwatch.engines import get_engine, guess_engine, server_port
 from hangwatch.errors import BundleError
 from hangwatch.model import (
     EndpointAnswer,
@@ -36,7 +36,7 @@ from hangwatch.model import (
     ProcessStack,
     Source,
 )  # fmt: skip
-from hangwatch.parse.flags import parse_flags, server_port
+from hangwatch.parse.flags import parse_flags
 from hangwatch.parse.logs import read_log_lines
 from hangwatch.parse.ss import parse_ss
 from hangwatch.parse.stacks import label_and_sample, parse_stack_file
@@ -230,10 +230,7 @@ def _phases(engine: str | None, log: tuple[LogLine, ...]) -> tuple[PhaseEvent, .
 def _server_port(flags: Mapping[str, str | bool], engine: str | None, cmdline: str | None) -> int | None:
     if cmdline is None:
         return None  # without the command line the engine's default port is only a guess
-    if engine is not None:
-        return server_port(flags, engine)
-    port = flags.get("port")
-    return int(port) if isinstance(port, str) and port.strip().isdigit() else None
+    return server_port(flags, engine)
 
 
 def _optional(files: Mapping[str, bytes], name: str, source: str, parse: Callable[[Any], _T], missing: list[Missing]) -> _T | None:

@@ -27,10 +27,9 @@ from hangwatch.classify.values import (
     parse_value,
     wants_absent,
 )
+from hangwatch.engines import engine_names
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, LogLine, Source
-
-ENGINES = ("sglang", "vllm")
 
 
 @dataclass(frozen=True)
@@ -93,7 +92,7 @@ def _spec(raw: Any, site: Site) -> ValueSpec:
 
 def _engine_arg(raw: Any, site: Site) -> ValueSpec:
     if isinstance(raw, str):
-        parse_choice(raw, ENGINES, "engine", site.loc)
+        parse_choice(raw, engine_names(), "engine", site.loc)
     return parse_value(raw, site)
 
 

@@ -17,7 +17,7 @@ from hangwatch.classify.differential import candidates_for, cites, failure_tier
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
-from hangwatch.engines import MAIN, ready_seen
+from hangwatch.engines import MAIN, env_prefixes, ready_seen
 from hangwatch.model import (
     Evidence,
     Fact,
@@ -61,7 +61,7 @@ HOW_TO_COLLECT: dict[str, Missing] = {
     ),
     "procs": Missing("procs", "no process table", "`ps -eLf` of the server's process tree, or `hangwatch collect PID`"),
     "cmdline": Missing("cmdline", "no launch command line", "put the launch command in cmdline.txt"),
-    "env": Missing("env", "no environment", "`env | grep -E '^(NCCL|CUDA|TORCH|SGLANG|VLLM|FLASHINFER)_' > env.txt`"),
+    "env": Missing("env", "no environment", f"`env | grep -E '^(NCCL|CUDA|TORCH|{'|'.join(p.rstrip('_') for p in env_prefixes())}|FLASHINFER)_' > env.txt`"),
     "ports": Missing("ports", "no listening sockets", "`ss -tlnp > ports.txt`"),
     "dmesg": Missing("dmesg", "no kernel messages", "`dmesg -T > dmesg.txt` (Xid and OOM-killer lines)"),
 }  # fmt: skip

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from hangwatch.classify import logscan
-from hangwatch.engines import MAIN, get_engine, rank_positions, ready_seen
+from hangwatch.engines import MAIN, flag_aliases, get_engine, rank_positions, ready_seen, server_port
 from hangwatch.model import (
     Evidence,
     GpuSample,
@@ -29,13 +29,6 @@ from hangwatch.parse.failures import Failure, read_failures
 from hangwatch.parse.pasted import compute_capability
 
 RANK_ROLES = frozenset({"scheduler", "worker", "engine_core"})
-DEFAULT_PORTS = {"sglang": 30000, "vllm": 8000}
-FLAG_ALIASES: dict[str, tuple[str, ...]] = {
-    "tp": ("tp-size", "tensor-parallel-size"),
-    "dp": ("dp-size", "data-parallel-size"),
-    "pp": ("pp-size", "pipeline-parallel-size"),
-    "ep": ("ep-size", "expert-parallel-size"),
-}
 META_FLAG_FALLBACKS = ("nnodes", "tp")  # flags a meta-only bundle still knows
 TREND_WINDOW_S = 120.0  # the GPU memory trend looks at the last two minutes of samples
 TREND_MIN_MIB = 64.0  # smaller changes are allocator noise, not progress
@@ -323,10 +316,9 @@ class Context:
     @cached_property
     def flags(self) -> dict[str, Any]:
         flags = {_flag_key(key): value for key, value in self.evidence.flags.items()}
-        for name, aliases in FLAG_ALIASES.items():
-            for alias in aliases:
-                if name not in flags and alias in flags:
-                    flags[name] = flags[alias]
+        for alias, name in flag_aliases().items():  # every engine's spelling -> the short key
+            if name not in flags and alias in flags:
+                flags[name] = flags[alias]
         return flags
 
     @property
@@ -346,11 +338,7 @@ class Context:
     def server_port(self) -> int | None:
         if self.evidence.server_port is not None:
             return self.evidence.server_port
-        port = _numeric(self.flags.get("port"))
-        if port is not None:
-            return int(port)
-        engine = _engine(self.engine)
-        return getattr(engine, "default_port", None) or DEFAULT_PORTS.get(self.engine or "")
+        return server_port(self.flags, _engine(self.engine))
 
     @property
     def ports_known(self) -> bool:

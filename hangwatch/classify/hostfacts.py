@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hangwatch.classify.versions import KnownBad, known_bad
+from hangwatch.engines import server_port
 from hangwatch.model import GpuInfo, HostFact
 from hangwatch.parse.hostinfo import HostSnapshot, LockFile, ProbePlan, filesystem_of
 
@@ -111,8 +112,7 @@ class Launch:
 
     @property
     def port(self) -> int | None:
-        port = _int(self.flags.get("port"))
-        return port if port is not None else (self.engine.default_port if self.engine else None)
+        return server_port(self.flags, self.engine)
 
 
 def derive(snap: HostSnapshot, flags: Mapping[str, Any], env: Mapping[str, str], engine: Any,

@@ -21,6 +21,7 @@ from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotN
 from hangwatch.classify.rule import DEFAULT_CONFIDENCE, Rule
 from hangwatch.classify.template import check_template
 from hangwatch.classify.values import Site, clip_repr, parse_bool, parse_choice, parse_duration, parse_names
+from hangwatch.engines import engine_names
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
 
@@ -28,7 +29,6 @@ RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 RULE_KEYS = ("id", "cause", "title", "severity", "engines", "confidence", "state", "for", "immediate",
              "when", "message", "remedy", "references", "check")  # fmt: skip
 REQUIRED_KEYS = ("id", "cause", "title", "severity", "when", "remedy")
-ENGINES = ("sglang", "vllm")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
@@ -223,7 +223,7 @@ FIELDS: dict[str, Callable[[Any, Site], Any]] = {
     "cause": lambda raw, site: parse_choice(raw, CAUSES, "cause", site.loc),
     "title": _text,
     "severity": lambda raw, site: parse_choice(raw, SEVERITIES, "severity", site.loc),
-    "engines": lambda raw, site: tuple(sorted(parse_names(raw, "engines", site.loc, ENGINES))),
+    "engines": lambda raw, site: tuple(sorted(parse_names(raw, "engines", site.loc, engine_names()))),
     "confidence": _confidence,
     "state": lambda raw, site: State(parse_choice(raw, ("progressing", "stalled"), "state", site.loc)),
     "for": lambda raw, site: parse_duration(raw, site.loc),

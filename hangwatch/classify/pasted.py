@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from hangwatch.engines import flag_aliases
 from hangwatch.model import Evidence, GpuSample
 from hangwatch.parse import pasted
 
@@ -31,7 +32,7 @@ def with_pasted(evidence: Evidence) -> Evidence:
         if procs:
             changes["procs"] = procs
     meta = dict(evidence.meta)
-    if meta.get("tp") is None and not any(k.lstrip("-").replace("_", "-") in ("tp", "tp-size", "tensor-parallel-size") for k in evidence.flags):
+    if meta.get("tp") is None and not any(k.lstrip("-").replace("_", "-") in _tp_keys() for k in evidence.flags):
         ranks = pasted.ranks_in(texts)
         if ranks:
             meta["tp"] = ranks
@@ -42,3 +43,8 @@ def with_pasted(evidence: Evidence) -> Evidence:
     if meta != dict(evidence.meta):
         changes["meta"] = meta
     return replace(evidence, **changes) if changes else evidence  # type: ignore[arg-type]
+
+
+def _tp_keys() -> frozenset[str]:
+    """`tp` and every engine's spelling of it (`tp-size`, `tensor-parallel-size`)."""
+    return frozenset({"tp", *(long for long, short in flag_aliases().items() if short == "tp")})

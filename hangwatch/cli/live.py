@@ -140,20 +140,20 @@ def _report_exit(child: Any, code: int, options: SessionOptions) -> None:
 
 def run_server(pid: int, cmd: list[str], log_path: str) -> Any:
     """The Server for a command we started: known without discovery (it may be a wrapper script)."""
-    from hangwatch.parse.flags import parse_flags, server_port
+    from hangwatch.engines import env_prefixes, server_port
+    from hangwatch.parse.flags import parse_flags
     from hangwatch.redact import filter_env, redact_cmdline
     from hangwatch.sources.discover import Server, launcher_engine
 
     cmdline = redact_cmdline(shlex.join(cmd))
     flags = parse_flags(cmdline)
     engine = launcher_engine(cmdline)
-    port_flag = flags.get("port")
-    port = server_port(flags, engine) if engine else (int(port_flag) if isinstance(port_flag, str) and port_flag.isdigit() else 0)
+    port = server_port(flags, engine) or 0
     host = flags.get("host")
     # engine None: not known from the command (a wrapper script); the watcher guesses it from the log
     return Server(engine=engine, launcher_pid=pid, cmdline=cmdline, flags=flags,
                   host=host if isinstance(host, str) and host else "127.0.0.1", port=port, log_path=log_path,
-                  env=filter_env(dict(os.environ)))
+                  env=filter_env(dict(os.environ), env_prefixes()))
 
 
 def collect(

@@ -21,7 +21,7 @@ from typing import Any
 from hangwatch.classify.hostfacts import derive, probe_plan
 from hangwatch.classify.preflight import Report, evaluate, load_checks
 from hangwatch.classify.versions import load_tables
-from hangwatch.engines import get_engine, guess_engine
+from hangwatch.engines import env_prefixes, get_engine, guess_engine
 from hangwatch.errors import HangwatchError, SourceUnavailable
 from hangwatch.model import Evidence, GpuSample
 from hangwatch.parse.flags import parse_flags
@@ -69,7 +69,7 @@ def run_preflight(argv: Sequence[str], env: Mapping[str, str], rules: Sequence[P
     facts, unknown = derive(snap, flags, env, engine, load_tables())
     unknown.update({k: v for k, v in snap.unknown.items() if k in ("gpus", "packages", "pci")})
     evidence = Evidence(
-        meta={"preflight": True}, engine=name, cmdline=redact_cmdline(cmdline), flags=flags, env=filter_env(env),
+        meta={"preflight": True}, engine=name, cmdline=redact_cmdline(cmdline), flags=flags, env=filter_env(env, env_prefixes()),
         ports=snap.listening or (), gpus=(GpuSample(0.0, snap.gpus),) if snap.gpus else (),
         server_port=facts["http_port"].value if "http_port" in facts else None, host=facts, host_unknown=unknown,
     )  # fmt: skip

@@ -1,7 +1,9 @@
-"""What every engine shares: phase markers over log lines, process roles, rank positions.
+"""What every engine shares: phase markers over log lines, process roles, rank positions, and the
+`Engine` base class that declares everything hangwatch knows about one server.
 
-An engine is data (a table of `Marker`s and a few regexes) plus two small hooks, so adding a
-server version means adding table rows, not code paths.
+An engine is data (a table of `Marker`s, log prefixes, flag names and a few regexes) plus two
+small hooks, so adding a server version means adding table rows, and adding a server means one
+file plus one line in `hangwatch.engines.ENGINES` (or a `register(engine)` call).
 
 Phase of an event = the startup phase in which the line is *printed*. A fact printed elsewhere
 (SGLang's default attention backend is chosen by the launcher while it resolves arguments; vLLM
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from hangwatch.engines.endpoints import HealthEndpoint
@@ -24,6 +26,35 @@ MAIN = "main"  # rank key for events with no rank (launcher, unprefixed single-r
 # tqdm tail, for both SGLang's `n% Completed | n/total [` bar format and tqdm's default
 # `n%|███   | n/total [`; optional because a bar can be cut mid-write.
 TQDM_TAIL = r"(?::\s+\d+%(?: Completed \| |\|[^|]*\| )(?P<n>\d+)/(?P<total>\d+) \[)?"
+
+
+# ---------------------------------------------------------------- log prefixes
+
+# What a log prefix says about its line: (rank, process name, timestamp, message, writer pid).
+ParsedPrefix = tuple["str | None", "str | None", "str | None", str, "int | None"]
+
+# uvicorn's own level prefix: `INFO:     Uvicorn running on ...` (also inside an engine's prefix).
+_UVICORN = re.compile(r"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):\s+(?P<msg>.*)", re.S)
+
+
+def strip_uvicorn(msg: str) -> str:
+    if msg[:1] in "DIWECT" and ":" in msg[:10]:
+        m = _UVICORN.match(msg)
+        if m:
+            return m["msg"]
+    return msg
+
+
+@dataclass(frozen=True)
+class LogPrefix:
+    """One prefix an engine writes before its messages (`[ts TP3] msg`, `(Worker_TP1 pid=9) msg`).
+
+    `starts` holds the characters such a line can start with: the parser is only tried on those,
+    which keeps the per-line cost of a multi-MiB log at one dict lookup for most lines.
+    """
+
+    starts: str
+    parse: Callable[[str], ParsedPrefix | None]
 
 
 @dataclass(frozen=True)
@@ -145,14 +176,42 @@ def common_role(cmdline: str) -> tuple[str, str | None] | None:
 
 
 class Engine(abc.ABC):
-    """Knowledge of one server. Subclasses fill the tables and the role hook."""
+    """Knowledge of one server. Subclasses fill the tables and the role hook.
 
-    name: str = ""
-    default_port: int = 0
+    Nothing outside `hangwatch.engines` names a server: it asks the registry for these fields.
+    """
+
+    name: str = ""  # as rules and bundles write it: "sglang"
+    title: str = ""  # as users write it: "SGLang"
+    # code: import packages (a frame under one is engine code, and so is a checkout of it)
+    packages: frozenset[str] = frozenset()
+    # sub-paths under the package in a source checkout (`/ws/sglang/python/sglang/srt/...`), a regex
+    checkout: str = ""
+    # sub-packages and file names only this engine has: a py-spy path relative to a sys.path
+    # entry (`managers/scheduler.py`, even `scheduler.py`) is still engine code
+    source_dirs: frozenset[str] = frozenset()
+    source_files: frozenset[str] = frozenset()
     distributions: tuple[str, ...] = ()  # its pip distributions (preflight reads their versions)
-    markers: tuple[Marker, ...] = ()  # engine-specific markers, tried before COMMON_MARKERS
-    log_signals: tuple[re.Pattern[str], ...] = ()  # message patterns only this engine prints
+    # launch: the argv entry after which the engine's own arguments start (module or script), the
+    # executable of a `NAME serve MODEL` CLI, and how a user starts it (for messages)
+    program: str = ""
+    serve_command: str = ""
+    launch_hint: str = ""
+    # flags: each long spelling -> the short key rules use (`tensor-parallel-size` -> `tp`)
+    flag_aliases: Mapping[str, str] = {}
+    port_flag: str = "port"
+    default_port: int = 0
+    env_prefixes: tuple[str, ...] = ()  # its environment variables (kept in bundles, redacted)
     health_endpoints: tuple[HealthEndpoint, ...] = ()  # asked in order when no log is readable
+    # log: prefixes it writes, phase markers (tried before COMMON_MARKERS), and message
+    # patterns only it prints (to guess the engine of a log)
+    log_prefixes: tuple[LogPrefix, ...] = ()
+    markers: tuple[Marker, ...] = ()
+    log_signals: tuple[re.Pattern[str], ...] = ()
+
+    def server_port(self, flags: Mapping[str, str | bool]) -> int:
+        """The HTTP port: the port flag when it is a number, else this engine's default."""
+        return flag_port(flags, self.port_flag) or self.default_port
 
     def phase_events(self, lines: Iterable[LogLine], before: Iterable[PhaseEvent] = ()) -> tuple[PhaseEvent, ...]:
         """One event at most per line: the first marker that matches (specific before common).
@@ -221,3 +280,9 @@ def rank_positions(events: Iterable[PhaseEvent]) -> dict[str, tuple[Phase, bool]
 
 def ready_seen(events: Iterable[PhaseEvent]) -> bool:
     return any(event.phase is Phase.READY for event in events)
+
+
+def flag_port(flags: Mapping[str, str | bool], flag: str = "port") -> int | None:
+    """`--port N` when N is a number; None for `--port` without a value, a name, or no flag."""
+    value = flags.get(flag)
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else None

@@ -7,10 +7,34 @@ union over the three versions of one mechanism (a phase's begin line, its end li
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
-from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.engines.base import Engine, LogPrefix, Marker, ParsedPrefix, bar, marker, strip_uvicorn
 from hangwatch.engines.endpoints import HealthEndpoint
-from hangwatch.model import Phase, rank_from_name
+from hangwatch.model import Phase, normalise_rank, rank_from_name
+
+# `[2026-11-29 23:43:26.123 DP0 TP3] msg`; rank tags in any order (0.4.6 wrote DP TP PP),
+# date-less stamps (`[23:17:01 TP7]`) from 2024 logs.
+_PREFIX = re.compile(
+    r"\[(?P<ts>(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:[.,]\d{1,6})?)"
+    r"(?P<ranks>(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] ?(?P<msg>.*)",
+    re.S,
+)
+
+
+def _parse_prefix(text: str) -> ParsedPrefix | None:
+    m = _PREFIX.match(text)
+    if m is None:
+        return None
+    ts, ranks, msg = m.group("ts", "ranks", "msg")
+    return _rank(ranks), None, ts, strip_uvicorn(msg), None
+
+
+@lru_cache(maxsize=1024)
+def _rank(ranks: str) -> str | None:
+    """` TP3 DP0` -> `DP0_TP3`; cached: a log has a handful of distinct prefixes."""
+    return normalise_rank(ranks.split()) if ranks else None
+
 
 _GRAPH = r"(?:piecewise )?(?:cuda|CUDA|cpu|CPU|npu|NPU|xpu|XPU) graph"
 _CAPTURE_NAME = rf"^Capture (?:(?:target|draft) (?:prefill|decode|verify) )?{_GRAPH}"
@@ -96,7 +120,32 @@ _LAUNCHER = re.compile(
 
 class SGLang(Engine):
     name = "sglang"
+    title = "SGLang"
+    packages = frozenset({"sglang"})
+    checkout = r"srt|launch_server\.py|cli|kernels|jit_kernel"
+    source_dirs = frozenset(
+        "srt managers model_executor model_loader model_runner_components distributed layers mem_cache "
+        "entrypoints speculative disaggregation lora".split()
+    )
+    source_files = frozenset(
+        "scheduler.py model_runner.py tp_worker.py memory_pool.py http_server.py cuda_graph_runner.py "
+        "parallel_state.py launch_server.py engine.py scheduler_process.py tokenizer_manager.py "
+        "detokenizer_manager.py data_parallel_controller.py".split()
+    )
+    program = r"sglang\.launch_server|launch_server\.py"
+    serve_command = "sglang"
+    launch_hint = "python -m sglang.launch_server, sglang serve"
+    flag_aliases = {
+        "tp-size": "tp",
+        "dp-size": "dp",
+        "pp-size": "pp",
+        "ep-size": "ep",
+        "nccl-init-addr": "dist-init-addr",
+        "model-path": "model",
+    }
     default_port = 30000
+    env_prefixes = ("SGLANG_",)
+    log_prefixes = (LogPrefix("[", _parse_prefix),)
     distributions = ("sglang", "sgl-kernel")
     # /ready (0.5+): 200 once the warm-up request passed, 503 before; never generates.
     # /health: 503 while starting (0.4.7+; older ones answer 200 as soon as HTTP is up); once up it

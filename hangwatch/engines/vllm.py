@@ -13,9 +13,39 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from hangwatch.engines.base import Engine, Marker, bar, marker
+from hangwatch.engines.base import Engine, LogPrefix, Marker, ParsedPrefix, bar, marker, strip_uvicorn
 from hangwatch.engines.endpoints import HealthEndpoint
 from hangwatch.model import Phase, PhaseEvent, rank_from_name
+
+# Process prefix `(EngineCore pid=123) `, `(Worker_TP1 pid=9) `, `(VllmWorker TP0 pid=9) `,
+# Ray's `(RayWorkerWrapper pid=9, ip=10.0.0.1) `; corpus copies redact the pid as `pid=...`.
+_PROC = re.compile(r"\((?P<proc>[\w.\- ]+?) pid=(?P<pid>\d+|\.\.\.)(?:, ip=[^)]*)?\) ?(?P<rest>.*)", re.S)
+# Logger body: 0.11+/0.33 `INFO 08-14 10:01:27 [file.py:12] msg`; old `INFO 08-14 10:01:27
+# model_runner.py:692] msg`; the timestamp is optional because redacted copies drop it.
+_BODY = re.compile(
+    r"(?P<level>DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL) "
+    r"(?:(?P<ts>\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d+)? )?"
+    r"(?:\[[^\]\s]+?:\d+\]|[\w.\-]+\.py:\d+\]) ?(?P<msg>.*)",
+    re.S,
+)
+
+
+def _parse_process(text: str) -> ParsedPrefix | None:
+    m = _PROC.match(text)
+    if m is None:
+        return None
+    proc, rest = m["proc"], m["rest"]
+    pid = int(m["pid"]) if m["pid"].isdigit() else None
+    body = _BODY.match(rest)
+    if body:
+        return rank_from_name(proc), proc, body["ts"], body["msg"], pid
+    return rank_from_name(proc), proc, None, strip_uvicorn(rest), pid
+
+
+def _parse_body(text: str) -> ParsedPrefix | None:
+    m = _BODY.match(text)
+    return (None, None, m["ts"], m["msg"], None) if m else None
+
 
 MARKERS: tuple[Marker, ...] = (
     marker(Phase.LAUNCH, "LLM engine", r"Initializing an? (?:V1 )?LLM engine \(v?(?P<vllm_version>[^)\s]+)\)"),
@@ -84,7 +114,30 @@ _ZOMBIE_TITLE = re.compile(r"^\[VLLM::(?P<name>[A-Za-z]+)(?:_\w*)?\]$")
 
 class VLLM(Engine):
     name = "vllm"
+    title = "vLLM"
+    packages = frozenset({"vllm"})
+    checkout = (
+        r"v1|engine|entrypoints|model_executor|worker|executor|distributed|attention|compilation|"
+        r"config|platforms|utils|multimodal|transformers_utils"
+    )
+    source_dirs = frozenset(
+        "v1 model_executor distributed entrypoints worker executor engine compilation attention".split()
+    )
+    source_files = frozenset(
+        "gpu_model_runner.py gpu_worker.py core.py parallel_state.py kv_cache_configurator.py".split()
+    )
+    program = r"vllm\.entrypoints\.[\w.]+|api_server\.py"
+    serve_command = "vllm"
+    launch_hint = "vllm serve, python -m vllm.entrypoints..."
+    flag_aliases = {
+        "tensor-parallel-size": "tp",
+        "data-parallel-size": "dp",
+        "pipeline-parallel-size": "pp",
+        "expert-parallel-size": "ep",
+    }
     default_port = 8000
+    env_prefixes = ("VLLM_",)
+    log_prefixes = (LogPrefix("(", _parse_process), LogPrefix("DIWEC", _parse_body))
     distributions = ("vllm",)
     # The API server builds its engine client (which waits for the engine core's READY) before it
     # serves any route: /health's 200 means the engine is up; /v1/models lists the served model.

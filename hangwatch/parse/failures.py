@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from hangwatch.model import LogLine
+from hangwatch.parse.frames import engine_packages
 
 __all__ = ["Failure", "TraceFrame", "cuda_error", "errno_family", "read_failures", "root_of", "signal_of"]
 
@@ -259,7 +260,7 @@ def module_of(path: str) -> str | None:
     if m:
         return m.group("mod").replace("/", ".")
     # an engine checkout (`/sgl-workspace/sglang/python/sglang/srt/...`): from the last engine dir
-    for top in ("sglang", "vllm", "torch", "flashinfer", "tensorrt_llm", "transformers", "zmq", "ray"):
+    for top in (*sorted(engine_packages()), "torch", "flashinfer", "tensorrt_llm", "transformers", "zmq", "ray"):
         idx = path.rfind(f"/{top}/")
         if idx >= 0 and path.endswith(".py"):
             return path[idx + 1 : -3].replace("/", ".")

@@ -4,6 +4,7 @@ Keys lose their leading dashes and use `-` for `_` (`--attention_backend` -> `at
 A flag followed by another flag, or by nothing, is a boolean `True`. Parallel-size flags are also
 stored under one short key (`tp`, `dp`, `pp`, `ep`) whichever spelling the engine takes, so rules
 can say `tp` for both SGLang (`--tp-size`, `--tp`) and vLLM (`--tensor-parallel-size`, `-tp`).
+The spellings, launcher programs and `serve` CLIs are the registered engines' (engines/).
 """
 
 from __future__ import annotations
@@ -11,32 +12,30 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from functools import lru_cache
 
-if TYPE_CHECKING:
-    from hangwatch.engines.base import Engine
+from hangwatch.engines import Engine, engines, flag_aliases, server_port
 
-__all__ = ["ALIASES", "parse_flags", "server_port"]
+__all__ = ["aliases", "parse_flags", "server_port"]
 
 Flags = dict[str, "str | bool"]
 
-ALIASES: Mapping[str, str] = {
-    "tp-size": "tp",
-    "tensor-parallel-size": "tp",
-    "dp-size": "dp",
-    "data-parallel-size": "dp",
-    "pp-size": "pp",
-    "pipeline-parallel-size": "pp",
-    "ep-size": "ep",
-    "expert-parallel-size": "ep",
-    "nccl-init-addr": "dist-init-addr",
-    "model-path": "model",
-}
 
-# Where the engine's own arguments start; anything before (python, -m, -u, -X ...) is the interpreter's.
-_PROGRAM = re.compile(
-    r"(?:^|/)(?:sglang\.launch_server|launch_server\.py|vllm\.entrypoints\.[\w.]+|api_server\.py)$"
-)
+
+def aliases() -> Mapping[str, str]:
+    """Every registered engine's long flag spellings -> the short key (`tp-size` -> `tp`)."""
+    return flag_aliases()
+
+
+@lru_cache(maxsize=8)
+def _programs(registered: tuple[Engine, ...]) -> tuple[re.Pattern[str], frozenset[str]]:
+    """Where an engine's own arguments start (anything before, python -m -u -X ..., is the
+    interpreter's), and the executables of `NAME serve MODEL` CLIs."""
+    programs = "|".join(f"(?:{engine.program})" for engine in registered if engine.program) or "(?!)"
+    serve = frozenset(engine.serve_command for engine in registered if engine.serve_command)
+    return re.compile(f"(?:^|/)(?:{programs})$"), serve
+
+
 _NEGATIVE_NUMBER = re.compile(r"-\.?\d")
 _LIST_ITEM = re.compile(r"[\d.,:\-]+$")  # a number-like token continues a list; a model id does not
 
@@ -81,10 +80,11 @@ def _split(cmdline: str) -> list[str]:
 
 def _engine_args(tokens: list[str]) -> tuple[list[str], bool]:
     """The tokens after the program, and whether it is a `serve` form with a model positional."""
+    program, serve_commands = _programs(engines())
     for i, token in enumerate(tokens):
-        if _PROGRAM.search(token):
+        if program.search(token):
             return tokens[i + 1 :], False
-        if token == "serve" and i > 0 and tokens[i - 1].rsplit("/", 1)[-1] in ("vllm", "sglang"):
+        if token == "serve" and i > 0 and tokens[i - 1].rsplit("/", 1)[-1] in serve_commands:
             return tokens[i + 1 :], True
     return tokens, False
 
@@ -115,21 +115,7 @@ def _store_value(flags: Flags, key: str, token: str) -> None:
 
 
 def _apply_aliases(flags: Flags) -> Flags:
-    for long_key, short_key in ALIASES.items():
+    for long_key, short_key in aliases().items():
         if long_key in flags:
             flags[short_key] = flags[long_key]
     return flags
-
-
-def server_port(flags: Mapping[str, str | bool], engine: Engine | str) -> int:
-    """The HTTP port: `--port` when it is a number, else the engine's default (30000 / 8000)."""
-    value = flags.get("port")
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value)
-    if isinstance(engine, str):
-        from hangwatch.engines import (
-            get_engine,  # here, not at the top: engines need no flags
-        )
-
-        engine = get_engine(engine)
-    return engine.default_port

@@ -10,41 +10,22 @@ from __future__ import annotations
 
 import re
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import PurePosixPath
 
+from hangwatch.engines import Engine, engines
 from hangwatch.model import Frame, Origin, Source
 
-__all__ = ["ENGINE_PACKAGES", "frame_origin", "make_frame", "relative_file", "split_name", "with_source_line"]
+__all__ = ["engine_packages", "frame_origin", "make_frame", "relative_file", "split_name", "with_source_line"]
 
-ENGINE_PACKAGES = frozenset({"sglang", "vllm"})
 _STDLIB = frozenset(sys.stdlib_module_names)
-# py-spy text prints paths relative to a sys.path entry, and SGLang's schedulers come out as
-# `distributed/parallel_state.py` or even `scheduler.py`, with no package. These sub-packages and
-# file names exist only in the engines, so such frames are still counted as engine code.
-_ENGINE_DIRS = frozenset(
-    "srt v1 managers model_executor model_loader model_runner_components distributed layers mem_cache "
-    "entrypoints speculative disaggregation lora worker executor engine compilation attention".split()
-)
-_ENGINE_FILES = frozenset(
-    "scheduler.py model_runner.py tp_worker.py memory_pool.py kv_cache_configurator.py http_server.py "
-    "cuda_graph_runner.py gpu_model_runner.py gpu_worker.py core.py parallel_state.py launch_server.py "
-    "engine.py scheduler_process.py tokenizer_manager.py detokenizer_manager.py data_parallel_controller.py".split()
-)
 # Well-known third-party packages: a pasted short path such as `filelock/_api.py` is theirs.
 _LIBRARIES = frozenset(
     "filelock flashinfer triton transformers huggingface_hub safetensors deep_gemm sgl_kernel numpy "
     "requests urllib3 uvicorn uvloop fastapi starlette anyio tqdm zmq msgspec pydantic tokenizers "
     "xgrammar outlines ray nccl cupy jax accelerate tilelang cutlass flash_attn vllm_flash_attn "
     "torchvision torchaudio einops aiohttp httpx setuptools pkg_resources importlib_metadata".split()
-)
-# An engine or torch run from a source checkout (`pip install -e`): absolute, outside
-# site-packages, yet the engine's own code.
-_CHECKOUT = re.compile(
-    r"/(?P<pkg>sglang)/(?:srt|launch_server\.py|cli|kernels|jit_kernel)/"
-    r"|/(?P<vpkg>vllm)/(?:v1|engine|entrypoints|model_executor|worker|executor|distributed|attention|compilation|"
-    r"config|platforms|utils|multimodal|transformers_utils)/"
-    r"|/(?P<torch>torch)/(?:distributed|cuda|nn|_dynamo|_inductor|utils|multiprocessing|_ops\.py)"
 )
 # A library run from a source checkout (`/workspace/flashinfer/python/flashinfer/...`): its own code.
 _LIBRARY_CHECKOUT = re.compile(
@@ -61,6 +42,39 @@ _SOURCE_EXT = re.compile(r"\.(?:c|cc|cpp|cxx|h|hpp|cu|cuh|rs|pyx|S)$")
 # Rust's `::h0123456789abcdef` hash and glibc's `@@GLIBC_2.34` symbol version are not names
 _SYMBOL_NOISE = re.compile(r"::h[0-9a-f]{16}$|@@?[\w.]+$")
 # `TP0.json`, `TP0.1.json`, and `TP0.native.1.json` as hangwatch's own capture writes them
+
+
+@dataclass(frozen=True)
+class _EngineCode:
+    """What marks a path as engine code, from the registered engines (engines/)."""
+
+    packages: frozenset[str]
+    # py-spy text prints paths relative to a sys.path entry, and SGLang's schedulers come out as
+    # `distributed/parallel_state.py` or even `scheduler.py`, with no package: sub-packages and file
+    # names that exist only in the engines still count as engine code.
+    dirs: frozenset[str]
+    files: frozenset[str]
+    # an engine or torch run from a source checkout (`pip install -e`): absolute, outside
+    # site-packages, yet the engine's own code
+    checkout: re.Pattern[str]
+
+
+@lru_cache(maxsize=8)
+def _engine_code(registered: tuple[Engine, ...]) -> _EngineCode:
+    checkouts = [f"/(?:{'|'.join(map(re.escape, sorted(e.packages)))})/(?:{e.checkout})/" for e in registered if e.packages and e.checkout]
+    torch = r"/(?P<torch>torch)/(?:distributed|cuda|nn|_dynamo|_inductor|utils|multiprocessing|_ops\.py)"
+    return _EngineCode(
+        packages=frozenset(p for e in registered for p in e.packages),
+        dirs=frozenset(d for e in registered for d in e.source_dirs),
+        files=frozenset(f for e in registered for f in e.source_files),
+        checkout=re.compile("|".join([*checkouts, torch])),
+    )
+
+
+def engine_packages() -> frozenset[str]:
+    """Import packages of every registered engine (`sglang`, `vllm`)."""
+    return _engine_code(engines()).packages
+
 
 
 # ---------------------------------------------------------------- frames
@@ -88,27 +102,28 @@ def frame_origin(filename: str | None, function: str = "", native: bool = False)
         return Origin.LIBRARY  # `<string>` / `<frozen runpy>`: multiprocessing spawn and runpy shims
     rel = relative_file(filename)
     top = _top_package(rel)
-    if top in ENGINE_PACKAGES:
+    code = _engine_code(engines())
+    if top in code.packages:
         return Origin.ENGINE
     if top == "torch":
         return Origin.TORCH
     if rel != filename:  # under site-packages or the stdlib directory
         return Origin.LIBRARY
     if filename.startswith("/"):
-        return _checkout_origin(filename)
+        return _checkout_origin(filename, code)
     if top in _STDLIB or top in _LIBRARIES:
         return Origin.LIBRARY
-    if ("/" in rel and top in _ENGINE_DIRS) or rel in _ENGINE_FILES:
+    if ("/" in rel and top in code.dirs) or rel in code.files:
         return Origin.ENGINE
     return Origin.USER
 
 
-def _checkout_origin(filename: str) -> Origin:
+def _checkout_origin(filename: str, code: _EngineCode) -> Origin:
     """An absolute path outside site-packages: the user's, unless it is a source checkout or
     code torch.compile generated."""
     if _COMPILED.search(filename):
         return Origin.TORCH
-    found = _CHECKOUT.search(filename)
+    found = code.checkout.search(filename)
     if not found:
         return Origin.LIBRARY if _LIBRARY_CHECKOUT.search(filename) else Origin.USER
     return Origin.TORCH if found.group("torch") else Origin.ENGINE
@@ -144,7 +159,7 @@ def _library(rel: str | None, origin: Origin, module: str | None) -> str | None:
         return None
     top = _top_package(rel)
     # an engine frame recognised by a sub-package (`distributed/...`): which engine is unknown
-    return None if origin is Origin.ENGINE and top not in ENGINE_PACKAGES else top
+    return None if origin is Origin.ENGINE and top not in engine_packages() else top
 
 
 def make_frame(

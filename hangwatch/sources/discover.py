@@ -15,9 +15,9 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hangwatch.engines import ENGINES
+from hangwatch.engines import engines, env_prefixes, server_port
 from hangwatch.errors import SourceUnavailable, TargetError
-from hangwatch.parse.flags import parse_flags, server_port
+from hangwatch.parse.flags import parse_flags
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.logfind import LogLocation, find_log
 from hangwatch.sources.procs import stat_fields
@@ -31,7 +31,7 @@ _MAX_DESCENDANTS = 4096  # bound on the walk down from a container's init
 
 @dataclass(frozen=True)
 class Server:
-    engine: str | None  # "sglang" / "vllm"; discover() always sets it, `hangwatch run` of a wrapper may not
+    engine: str | None  # a registered engine's name; discover() always sets it, `hangwatch run` of a wrapper may not
     launcher_pid: int
     cmdline: str  # shell-quoted, secret flag values redacted
     flags: Mapping[str, str | bool] = field(default_factory=dict)
@@ -50,9 +50,10 @@ def discover(pid: int, *, proc_root: str = "/proc") -> Server:
         raise TargetError(f"no process with pid {pid}")
     found = _launcher(pid, cmdline, proc_root)
     if found is None:
-        names = "python -m sglang.launch_server, sglang serve, vllm serve, python -m vllm.entrypoints..."
+        titles = " or ".join(engine.title or engine.name for engine in engines())
+        names = ", ".join(engine.launch_hint for engine in engines() if engine.launch_hint)
         raise TargetError(
-            f"pid {pid} ({_short(cmdline)}) is not an SGLang or vLLM server: no launcher ({names}) "
+            f"pid {pid} ({_short(cmdline)}) is not an {titles} server: no launcher ({names}) "
             "among it, its parents or its children"
         )
     launcher, engine = found
@@ -71,7 +72,7 @@ def _server(pid: int, engine: str, proc_root: str) -> Server:
         cmdline=cmdline,
         flags=flags,
         host=host if isinstance(host, str) and host else _DEFAULT_HOST,
-        port=server_port(flags, ENGINES[engine]),
+        port=server_port(flags, engine) or 0,
         log_path=log.path if log else None,
         env=_env(pid, proc_root),
         log=log,
@@ -95,10 +96,10 @@ def _short(cmdline: str, limit: int = 120) -> str:
 
 def launcher_engine(cmdline: str) -> str | None:
     """The engine whose launcher this command line is, or None."""
-    for name, engine in ENGINES.items():
+    for engine in engines():
         role = engine.process_role(cmdline)
         if role is not None and role[0] == "launcher":
-            return name
+            return engine.name
     return None
 
 
@@ -115,10 +116,10 @@ _RANK_ROLES = frozenset({"scheduler", "engine_core", "worker"})
 
 def _rank_engine(pid: int, proc_root: str) -> str | None:
     cmdline = read_cmdline(pid, proc_root=proc_root) or ""
-    for name, engine in ENGINES.items():
+    for engine in engines():
         role = engine.process_role(cmdline)
         if role is not None and role[0] in _RANK_ROLES:
-            return name
+            return engine.name
     return None
 
 
@@ -280,4 +281,4 @@ def _env(pid: int, proc_root: str) -> dict[str, str]:
     except OSError:
         return {}  # another user's process: the env is optional evidence
     pairs = (item.split("=", 1) for item in raw.decode("utf-8", "replace").split("\x00") if "=" in item)
-    return dict(filter_env({key: value for key, value in pairs}))
+    return dict(filter_env({key: value for key, value in pairs}, env_prefixes()))

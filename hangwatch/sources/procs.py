@@ -21,7 +21,7 @@ from typing import TypeVar
 
 import psutil
 
-from hangwatch.engines import ENGINES
+from hangwatch.engines import engines
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import ProcessRecord
 from hangwatch.redact import redact_cmdline
@@ -48,7 +48,7 @@ _MAX_DEAD = 32  # exited processes a sampler keeps reporting (a dead scheduler m
 def process_role(cmdline: str) -> tuple[str, str | None]:
     """(role, rank) from a command line, asking every engine: its own titles and launcher, and the
     roles common to all (JIT compilers nvcc/ninja/cicc/ptxas/gcc/cc1plus → "compiler"); else "other"."""
-    for engine in ENGINES.values():
+    for engine in engines():
         found = engine.process_role(cmdline)
         if found is not None and found[0] != "other":
             return found

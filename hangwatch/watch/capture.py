@@ -156,9 +156,10 @@ def _safe(label: str) -> str:
 
 
 def _filtered_env(server: Any) -> dict[str, str]:
+    from hangwatch.engines import env_prefixes
     from hangwatch.redact import filter_env
 
-    return dict(filter_env(getattr(server, "env", None) or {}))
+    return dict(filter_env(getattr(server, "env", None) or {}, env_prefixes()))
 
 
 def _first_gpu(sample: GpuSample | None):  # -> GpuInfo | None

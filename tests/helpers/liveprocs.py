@@ -20,7 +20,7 @@ from typing import Any
 from helpers.paths import DATA
 
 FAKE_SERVERS = DATA / "fake_servers"
-MODULES = {"sglang": "sglang.launch_server", "vllm": "vllm.entrypoints.openai.api_server"}
+MODULES = {"sglang": "sglang.launch_server", "vllm": "vllm.entrypoints.openai.api_server", "tinyserve": "tinyserve.serve"}
 
 
 class Spawner:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hangwatch.engines import env_prefixes
 from hangwatch.redact import (
     REDACTED,
     filter_env,
@@ -51,14 +52,14 @@ def test_filter_env_keeps_only_diagnosis_variables() -> None:
         "PS1": "$ ",
         "RANKING": "x",
     }
-    kept = filter_env(env)
+    kept = filter_env(env, env_prefixes())
     assert set(kept) == set(list(env)[:26])
     assert kept["NCCL_DEBUG"] == "INFO" and kept["HTTPS_PROXY"] == "http://proxy:3128"
 
 
 def test_filter_env_redacts_secret_names_it_keeps() -> None:
     kept = filter_env({"HF_TOKEN": "hf_abc", "VLLM_API_KEY": "k", "HF_HUB_ENABLE_HF_TRANSFER": "1", "NCCL_IB_PASSWORD": "p",
-                       "SGLANG_AUTH_HEADER": "Bearer x", "HF_CREDENTIALS_FILE": "/c", "TORCH_SECRET": "s"})  # fmt: skip
+                       "SGLANG_AUTH_HEADER": "Bearer x", "HF_CREDENTIALS_FILE": "/c", "TORCH_SECRET": "s"}, env_prefixes())  # fmt: skip
     assert kept == {
         "HF_TOKEN": REDACTED,
         "VLLM_API_KEY": REDACTED,
