@@ -25,8 +25,8 @@ from typing import Any
 from hangwatch.classify import classify
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
-    Finding,
     Evidence,
+    Finding,
     Missing,
     ProcessRecord,
     ProcessStack,
