@@ -776,6 +776,107 @@ case("w-vllm-v1-bar-crawl-prefixed", "weight_loading_io", "progressing", engine=
 """)
 
 
+# =========================================================================== first failure (issue 9)
+# One probe per mechanism fixed from the dev corpus, in another engine, release or wording: the rule
+# must get the mechanism, not the report it was found in.
+
+case("ff-zmq-bind-cut-sglang", "port_in_use", "stalled", tp=2,
+     log="""[2025-09-02 11:00:01] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=2, port=30000)
+[2025-09-02 11:00:05] TokenizerManager hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tokenizer_manager.py", line 190, in __init__
+    self.send_to_scheduler = get_zmq_socket(context, zmq.PUSH, port_args.scheduler_input_ipc_name, True)
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/utils.py", line 1720, in get_zmq_socket
+    socket.bind(endpoint)
+  File "/usr/local/lib/python3.10/dist-packages/zmq/sugar/socket.py", line 302, in bind
+    super().bind(addr)
+""")
+
+case("ff-car-error-in-worker-wrapper-vllm", "custom_allreduce", "stalled", engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+     log="""(Worker_TP1 pid=2210) ERROR 03-11 08:14:52 [multiproc_executor.py:671] RuntimeError: CUDA error: invalid argument (at /workspace/csrc/custom_all_reduce.cuh:368)
+(EngineCore_DP0 pid=2101) ERROR 03-11 08:14:53 [core.py:844] EngineCore failed to start.
+(EngineCore_DP0 pid=2101) ERROR 03-11 08:14:53 [core.py:844] RuntimeError: Worker failed with error 'CUDA error: invalid argument', please check the stack trace above for the root cause
+(APIServer pid=2000) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+""")
+
+case("ff-peer-access-name-terminate", "custom_allreduce", "stalled", engine=None, gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2,
+     log="""[TensorRT-LLM][INFO] Initializing MPI with thread mode 3
+terminate called after throwing an instance of 'tensorrt_llm::common::TllmException'
+  what():  [TensorRT-LLM][ERROR] CUDA runtime error in cudaDeviceEnablePeerAccess(peerDevice, 0): cudaErrorPeerAccessUnsupported (/src/tensorrt_llm/cpp/tensorrt_llm/runtime/ipcUtils.cpp:48)
+""")
+
+case("ff-nvls-fabric-in-torch-error", "driver_or_xid", "stalled", gpu="NVIDIA H200", cc="9.0", tp=8,
+     log="""[2025-11-20 02:10:11 TP3] Init torch distributed begin.
+dgx-07:88124:88390 [3] NCCL INFO NVLS multicast support is available on dev 3
+dgx-07:88124:88390 [3] transport/nvls.cc:201 NCCL WARN Cuda failure 1 'invalid argument'
+dgx-07:88124:88390 [3] NCCL INFO transport/nvls.cc:402 -> 1
+[2025-11-20 02:10:13 TP3] Scheduler hit an exception: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3
+""")
+
+case("ff-nccl-enqueue-cuda-failure-vllm", "nccl_version_bug", "stalled", engine="vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=2,
+     log="""(Worker_TP0 pid=301) INFO 05-02 10:00:01 [pynccl.py:70] vLLM is using nccl==2.25.1
+gpu-a:301:301 [0] enqueue.cc:1556 NCCL WARN Cuda failure 1 'invalid argument'
+gpu-a:301:301 [0] NCCL INFO group.cc:250 -> 1
+(Worker_TP0 pid=301) ERROR 05-02 10:00:03 [multiproc_executor.py:671] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)
+""")
+
+case("ff-bootstrap-no-interface", "nccl_init", "stalled", engine=None, tp=4, nnodes=1,
+     cmdline="torchrun --nproc-per-node 4 bench.py",
+     log="""pod-0:55:55 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.
+pod-0:55:55 [0] bootstrap.cc:102 NCCL WARN Bootstrap : no socket interface found
+pod-0:55:55 [0] NCCL INFO init.cc:1788 -> 3
+""")
+
+case("ff-flashinfer-jit-build-gb10", "flashinfer_arch", "stalled", gpu="NVIDIA GB10", cc="12.1", tp=1,
+     log="""[2025-12-01 09:12:40] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=96.10 GB
+[2025-12-01 09:12:44] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/layers/attention/flashinfer_backend.py", line 132, in __init__
+    self.prefill_wrapper_ragged = BatchPrefillWithRaggedKVCacheWrapper(self.workspace_buffer, "NHD")
+  File "/opt/venv/lib/python3.12/site-packages/flashinfer/prefill.py", line 2310, in __init__
+    self._cached_module = get_batch_prefill_module("fa2")
+  File "/opt/venv/lib/python3.12/site-packages/flashinfer/jit/core.py", line 301, in build_and_load
+    self.build(verbose)
+RuntimeError: Ninja build failed.
+""")
+
+case("ff-proxy-page-in-warmup", "warmup_request", "stalled", tp=1,
+     log="""[2025-06-10 14:00:20] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
+[2025-06-10 14:00:21] Initialization failed. warmup error: <HTML><HEAD><TITLE>Proxy Error</TITLE></HEAD><BODY><H1>502 Proxy Error</H1>The proxy server could not handle the request GET /get_model_info</BODY></HTML>
+""")
+
+case("ff-shm-sigbus-gdb-pytorch", "shm_too_small", "stalled", engine=None, tp=None,
+     stacks={"reported": """Thread 57 "python" received signal SIGBUS, Bus error.
+#0  0x00007fb1d01a2c88 in ncclShmOpen () from /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2
+#1  0x00007fb1d01a06a1 in shmSendProxyConnect () from /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2
+#2  0x00007fb1d018f1c2 in proxyConnInit () from /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2
+#3  0x00007fb20c894ac3 in start_thread () from /lib/x86_64-linux-gnu/libc.so.6
+"""})
+
+case("ff-store-timeouts-one-node", "nccl_init", "stalled", engine="vllm", tp=2, nnodes=1,
+     log="""[W1110 09:01:00.000 socket.cpp:755] [c10d] The client socket has timed out after 600s while trying to connect to (192.168.64.3, 41233).
+[W1110 09:11:00.000 socket.cpp:755] [c10d] The client socket has timed out after 600s while trying to connect to (192.168.64.3, 41233).
+""")
+
+case("ff-file-baton-torch-extension", "jit_lock_deadlock", "stalled", tp=1,
+     stacks={"TP0": """Thread 4411 (idle): "MainThread"
+    wait (torch/utils/file_baton.py:42)
+    _jit_compile (torch/utils/cpp_extension.py:1742)
+    load (torch/utils/cpp_extension.py:1312)
+    _load_kernels (sgl_kernel/jit_ops.py:88)
+    <module> (sgl_kernel/jit_ops.py:120)
+"""})
+
+case("ff-launch-blocking-native", "nccl_version_bug", "stalled", engine=None, tp=2,
+     env={"CUDA_LAUNCH_BLOCKING": "1"},
+     stacks={"rank0": """Thread 9001 (idle): "MainThread"
+    ioctl (libc.so.6)
+    cudaLaunchKernel (libcudart.so.11.0)
+    ncclLaunchKernel(ncclComm*, ncclKernelPlan*) (libnccl.so.2)
+    ncclGroupEndInternal() (libnccl.so.2)
+    ncclGroupEnd (libnccl.so.2)
+    c10d::ProcessGroupNCCL::allreduce (libtorch_cuda.so)
+"""})
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:
