@@ -16,8 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from rich.console import Console
+
 from hangwatch.model import State, Verdict
-from hangwatch.sinks.terminal import render, verdict_json, verdict_line, verdict_report
+from hangwatch.sinks.report import print_verdict
+from hangwatch.sinks.terminal import render, verdict_json, verdict_line
 from hangwatch.watch import Watcher
 
 __all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]
@@ -85,7 +88,6 @@ class Session:
             self._sleep()
 
     def _run_live(self) -> int:
-        from rich.console import Console
         from rich.live import Live
 
         console = Console(file=self.out)
@@ -144,8 +146,9 @@ class Session:
         else:
             if timed_out:
                 self._write(f"hangwatch: timed out after {self.options.timeout_s:g}s, the server is {verdict.state.value}")
-            if not printed:
-                self._write(verdict_report(verdict))
+            if not printed:  # the report diagnose prints, in the same colours on a terminal
+                print_verdict(verdict, Console(file=self.out, highlight=False, soft_wrap=True))
+                self.out.flush()
         return code
 
     def _emit(self, verdict: Verdict) -> None:

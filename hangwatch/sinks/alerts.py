@@ -25,6 +25,7 @@ from slack_sdk.webhook import WebhookClient
 
 from hangwatch.model import State, Verdict
 from hangwatch.redact import redact_string, redact_url, redacted, redacted_verdict
+from hangwatch.sinks.report import STATE_ICONS, duration_text, fact_line, headline, missing_text, ranks_text
 from hangwatch.sinks.store import HistoryStore
 
 __all__ = [
@@ -286,7 +287,6 @@ _SECTION_MAX = 3000  # Slack: section text
 _HEADER_MAX = 150  # Slack: header plain_text
 _MAX_BLOCKS = 50
 _FACTS_SHOWN = 8
-_ICON = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
 
 
 def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]:
@@ -300,12 +300,12 @@ def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]
 def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
     state = v["state"]
-    blocks = [_header(f"{_ICON.get(state, '')} {alert.server}: {state.upper()}")]
+    blocks = [_header(f"{STATE_ICONS.get(state, '')} {alert.server}: {headline(state, None)}")]
     fields = [
         f"*Cause*\n`{v['cause'] or 'unknown'}` ({v['confidence_label']}, {v['confidence']})",
         f"*Phase*\n{v['phase'] or 'unknown'}",
-        f"*Culprit ranks*\n{_ranks(v['ranks'])}",
-        f"*Stalled for*\n{_duration(v['since_s'])}",
+        f"*Culprit ranks*\n{ranks_text(v['ranks'])}",
+        f"*Stalled for*\n{duration_text(v['since_s'])}",
         f"*Rule*\n`{v['rule'] or '-'}`",
     ]
     blocks.append({"type": "section", "fields": [_mrkdwn(f, 2000) for f in fields]})
@@ -316,16 +316,15 @@ def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
     if v["remedy"]:
         blocks.append(_section(f"*Remedy*\n{v['remedy']}"))
     if v["missing"]:
-        missing = ", ".join(f"{m['source']} ({m['reason']})" for m in v["missing"])
-        blocks.append(_context(f"Not collected: {missing}"))
+        blocks.append(_context(f"Not collected: {missing_text(v['missing'])}"))
     return blocks
 
 
 def _resolved_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
-    text = (f"The {alert.episode_state} episode is over after {_duration(alert.at - alert.started)}; "
+    text = (f"The {alert.episode_state} episode is over after {duration_text(alert.at - alert.started)}; "
             f"the server is now *{v['state']}* (phase {v['phase'] or 'unknown'}).")
-    return [_header(f"{_ICON['resolved']} {alert.server}: RESOLVED"), _section(text)]
+    return [_header(f"{STATE_ICONS['resolved']} {alert.server}: RESOLVED"), _section(text)]
 
 
 def _links(public_url: str | None) -> list[dict[str, Any]]:
@@ -348,27 +347,14 @@ def _facts(facts: list[dict[str, str]], budget: int = _SECTION_MAX - 100) -> str
     """Bullets for the first facts that fit the section; the rest are counted, not cut mid-line."""
     lines: list[str] = []
     for fact in facts[:_FACTS_SHOWN]:
-        line = f"• {_clip(fact['text'], 300)} — `{_clip(fact['source'], 120)}`"
+        text, source = fact_line(fact)
+        line = f"• {_clip(text, 300)} — `{_clip(source, 120)}`"
         if sum(len(x) + 1 for x in lines) + len(line) > budget:
             break
         lines.append(line)
     if len(lines) < len(facts):
         lines.append(f"… and {len(facts) - len(lines)} more in /verdict")
     return "\n".join(lines)
-
-
-def _ranks(ranks: list[str]) -> str:
-    if not ranks:
-        return "none stands out"
-    shown = ", ".join(ranks[:12])
-    return shown + (f" (+{len(ranks) - 12} more)" if len(ranks) > 12 else "")
-
-
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "unknown"
-    seconds = int(seconds)
-    return f"{seconds // 60}m {seconds % 60}s" if seconds >= 60 else f"{seconds}s"
 
 
 def _when(at: float) -> str:

@@ -1,14 +1,28 @@
-"""The terminal report of one verdict. Evidence text is printed verbatim (never as rich markup:
-log lines are full of `[TP0]`-style brackets)."""
+"""The one verdict renderer: `diagnose`, the live view and final report of `attach`/`run`, and
+the Slack/alert text all take their words, order and colours from here.
+
+    print_verdict(verdict, console)   the full report (diagnose; attach/run when they end)
+    verdict_panel(verdict) -> Panel   the live view's verdict box: same sections, same colours
+    verdict_report(verdict) -> str    the same report as plain text (logs, pipes)
+    headline / duration_text / ranks_text / fact_line / missing_text: the shared phrases
+
+Evidence text is printed verbatim (never as rich markup: log lines are full of `[TP0]`-style
+brackets), with control sequences removed and secrets redacted.
+"""
 
 from __future__ import annotations
 
-from rich.console import Console
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from rich.console import Console, Group
+from rich.panel import Panel
 from rich.text import Text
 
 from hangwatch.model import State, Verdict
 from hangwatch.redact import redact_text, terminal_safe
 
+# One palette for every terminal output (diagnose, attach, run), and its Slack counterpart.
 STATE_STYLES = {
     State.STARTING: "cyan",
     State.PROGRESSING: "yellow",
@@ -16,9 +30,53 @@ STATE_STYLES = {
     State.READY: "bold green",
     State.CRASHED: "bold magenta",
 }
+STATE_ICONS = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
+_HEALTHY = {State.STARTING: "starting; nothing unusual yet", State.READY: "the server is ready"}
 
 
-def _heading(console: Console, title: str) -> None:
+# ---------------------------------------------------------------- shared phrases
+
+
+def headline(state: str, cause: str | None, confidence_label: str | None = None) -> str:
+    """`STALLED: nccl_init (high confidence)`: the first words of every rendering."""
+    text = state.upper()
+    if cause:
+        text += f": {cause}" + (f" ({confidence_label} confidence)" if confidence_label else "")
+    return text
+
+
+def duration_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    whole = int(seconds)
+    return f"{whole // 60}m {whole % 60}s" if whole >= 60 else f"{whole}s"
+
+
+def ranks_text(ranks: Sequence[str], limit: int = 12) -> str:
+    if not ranks:
+        return "none stands out"
+    shown = ", ".join(ranks[:limit])
+    return shown + (f" (+{len(ranks) - limit} more)" if len(ranks) > limit else "")
+
+
+def fact_line(fact: Mapping[str, Any]) -> tuple[str, str]:
+    """(text, source) of one evidence item, from `Fact.to_dict()`-shaped data."""
+    return str(fact["text"]), str(fact["source"])
+
+
+def missing_text(missing: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(f"{m['source']} ({m['reason']})" for m in missing)
+
+
+# ---------------------------------------------------------------- terminal
+
+
+class _Printer(Protocol):
+    def print(self, text: Text, /) -> None: ...
+
+
+
+def _heading(console: _Printer, title: str) -> None:
     console.print(_text(title, style="bold underline"))
 
 
@@ -64,7 +122,7 @@ def _engine(verdict: Verdict) -> str | None:
     return f"engine {verdict.engine}" if verdict.engine else None
 
 
-def _phases(console: Console, verdict: Verdict) -> None:
+def _phases(console: _Printer, verdict: Verdict) -> None:
     if not verdict.phases:
         return
     _heading(console, "Phases")
@@ -74,7 +132,7 @@ def _phases(console: Console, verdict: Verdict) -> None:
         console.print(_line(f"  {rank:<{width}}  ", (phase.value, "cyan"), mark))
 
 
-def _evidence(console: Console, verdict: Verdict) -> None:
+def _evidence(console: _Printer, verdict: Verdict) -> None:
     if not verdict.evidence:
         return
     _heading(console, "Evidence")
@@ -82,7 +140,7 @@ def _evidence(console: Console, verdict: Verdict) -> None:
         console.print(_line("  • ", fact.text, ("  — " + str(fact.source), "dim")))
 
 
-def _others(console: Console, verdict: Verdict) -> None:
+def _others(console: _Printer, verdict: Verdict) -> None:
     if verdict.ranks:
         console.print(_line(("Culprit ranks: ", "bold"), ", ".join(verdict.ranks)))
     if verdict.runners_up:
@@ -91,7 +149,7 @@ def _others(console: Console, verdict: Verdict) -> None:
             console.print(_line(f"  {other.cause}", (f"  rule {other.rule}, confidence {other.confidence:.2f}", "dim")))
 
 
-def _missing(console: Console, verdict: Verdict) -> None:
+def _missing(console: _Printer, verdict: Verdict) -> None:
     if not verdict.missing:
         return
     _heading(console, "Missing evidence")
@@ -101,7 +159,7 @@ def _missing(console: Console, verdict: Verdict) -> None:
             console.print(_line("      ", (missing.hint, "dim")))
 
 
-def _remedy(console: Console, verdict: Verdict) -> None:
+def _remedy(console: _Printer, verdict: Verdict) -> None:
     if verdict.remedy:
         _heading(console, "Remedy")
         console.print(_text("  " + verdict.remedy))
@@ -115,3 +173,32 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
         console.print(line)
     for section in (_phases, _evidence, _others, _missing, _remedy):
         section(console, verdict)
+
+
+def verdict_report(verdict: Verdict, width: int = 100) -> str:
+    """`print_verdict` as plain text: for a pipe, a log file or a test."""
+    console = Console(width=width, color_system=None, force_terminal=False, highlight=False, soft_wrap=True)
+    with console.capture() as captured:
+        print_verdict(verdict, console)
+    return captured.get().rstrip("\n")
+
+
+def verdict_panel(verdict: Verdict) -> Panel:
+    """The live view's verdict box: the report's sections in the report's colours."""
+    lines = _about(verdict) or [_text(_HEALTHY.get(verdict.state, verdict.state.value))]
+    for section in (_phases, _evidence, _others, _missing, _remedy):
+        collected = _Collect()
+        section(collected, verdict)
+        lines += collected.lines
+    title = headline(verdict.state.value, verdict.cause, verdict.confidence_label if verdict.cause else None)
+    return Panel(Group(*lines), title=_safe(title), border_style=STATE_STYLES[verdict.state])
+
+
+class _Collect:
+    """Keeps what a section prints, so the panel is built from the very same sections."""
+
+    def __init__(self) -> None:
+        self.lines: list[Text] = []
+
+    def print(self, text: Text) -> None:
+        self.lines.append(text)

@@ -3,6 +3,8 @@
     render(watcher) -> rich renderable      each rank's phase and time there, GPUs, port, verdict
     verdict_line(verdict, t) -> str         one line per verdict change when stdout is not a TTY
     verdict_json(verdict, t, server) -> str one JSON object per verdict change (`--json`)
+
+The verdict itself is drawn by sinks/report.py, as `diagnose` draws it.
 """
 
 from __future__ import annotations
@@ -11,26 +13,19 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
-from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hangwatch.model import State, Verdict
+from hangwatch.model import Verdict
 from hangwatch.redact import redact_obj, redact_text, terminal_safe
+from hangwatch.sinks.report import verdict_panel
 from hangwatch.watch.capture import timeline_json
 
 if TYPE_CHECKING:
     from hangwatch.watch.watcher import Watcher
 
-__all__ = ["render", "verdict_line", "verdict_json", "verdict_report"]
+__all__ = ["render", "verdict_line", "verdict_json"]
 
-_STYLE = {
-    State.STARTING: "cyan", State.PROGRESSING: "green", State.READY: "bold green",
-    State.STALLED: "bold red", State.CRASHED: "bold red",
-}
-
-
-_HEALTHY = {State.STARTING: "starting; nothing unusual yet", State.READY: "the server is ready"}
 
 
 def render(watcher: Watcher) -> Group:
@@ -40,7 +35,7 @@ def render(watcher: Watcher) -> Group:
     if gpus is not None:
         parts.append(gpus)
     if watcher.verdict is not None:
-        parts.append(_verdict_panel(watcher.verdict))
+        parts.append(verdict_panel(watcher.verdict))  # the same report as diagnose (sinks/report.py)
     return Group(*parts)
 
 
@@ -106,31 +101,6 @@ def _gpu_table(watcher: Watcher) -> Table | None:
         memory = f"{_num(gpu.memory_used_mib)} / {_num(gpu.memory_total_mib)}"
         table.add_row(str(gpu.index), gpu.name or "?", memory, _num(gpu.utilization_pct))
     return table
-
-
-def _verdict_panel(verdict: Verdict) -> Panel:
-    return Panel(Text(terminal_safe(verdict_report(verdict))), title=_title(verdict), border_style=_STYLE.get(verdict.state, "white"))
-
-
-def _title(verdict: Verdict) -> str:
-    title = verdict.state.value.upper()
-    if verdict.cause:
-        title += f": {verdict.cause} ({verdict.confidence_label} confidence)"
-    return title
-
-
-def verdict_report(verdict: Verdict) -> str:
-    """The verdict as a few lines of text: what, where, evidence, remedy, what was missing."""
-    lines = [verdict.title or verdict.message or _HEALTHY.get(verdict.state, verdict.state.value)]
-    if verdict.message and verdict.message != lines[0]:
-        lines.append(verdict.message)
-    if verdict.phase is not None:
-        lines.append(f"phase: {verdict.phase.value}" + (f"   culprit ranks: {', '.join(verdict.ranks)}" if verdict.ranks else ""))
-    lines += [f"  • {fact.text}  [{fact.source}]" for fact in verdict.evidence[:6]]
-    if verdict.remedy:
-        lines.append(f"remedy: {verdict.remedy}")
-    lines += [f"missing {m.source}: {m.reason}" + (f" — {m.hint}" if m.hint else "") for m in verdict.missing]
-    return redact_text(terminal_safe("\n".join(lines)))  # the terminal is an output like any other
 
 
 def verdict_line(verdict: Verdict, t: float) -> str:

@@ -1,0 +1,51 @@
+"""One verdict renderer: diagnose, the live view, the final report of attach/run and the Slack text
+say the same things in the same colours (sinks/report.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+from rich.console import Console
+from rich.text import Text
+
+from hangwatch.model import State
+from hangwatch.sinks.alerts import Alert, slack_message
+from hangwatch.sinks.report import STATE_STYLES, print_verdict, verdict_panel, verdict_report
+from helpers.serve_fixtures import SECRET, make_verdict
+
+
+def _ansi(render: Callable[[Console], None]) -> str:
+    console = Console(width=200, color_system="truecolor", force_terminal=True)
+    with console.capture() as captured:
+        render(console)
+    return captured.get()
+
+
+@pytest.mark.parametrize("state", list(State))
+def test_diagnose_and_attach_colour_each_state_alike(state: State) -> None:
+    verdict = make_verdict(state, "nccl_peer_exited" if state in (State.STALLED, State.CRASHED) else None)
+    word = _ansi(lambda c: c.print(Text(state.value.upper(), style=STATE_STYLES[state]))).split("\n")[0]
+    assert word in _ansi(lambda c: print_verdict(verdict, c))  # diagnose, and attach/run when they end
+    panel = verdict_panel(verdict)  # the live view of attach/run
+    assert panel.border_style == STATE_STYLES[state]
+    assert str(panel.title).startswith(state.value.upper())
+
+
+def test_the_live_panel_holds_the_report_sections() -> None:
+    verdict = make_verdict()
+    console = Console(width=200, record=True)
+    console.print(verdict_panel(verdict))
+    shown = console.export_text()
+    report = verdict_report(verdict)
+    for section in ("Phases", "Evidence", "Missing evidence", "Remedy", "TP1 exited with code 1"):
+        assert section in shown and section in report
+    assert SECRET not in shown and SECRET not in report
+
+
+def test_slack_speaks_the_same_phrases() -> None:
+    verdict = make_verdict(since_s=75.0)
+    alert = Alert("firing", "srv", "ep1", verdict.to_dict(), at=100.0, started=25.0)
+    text = str(slack_message(alert))
+    assert "srv: STALLED" in text and "1m 15s" in text and "TP1" in text
+    assert "TP1 exited with code 1" in text and "dmesg (not root)" in text
