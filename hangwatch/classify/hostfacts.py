@@ -20,7 +20,7 @@ from typing import Any
 from hangwatch.classify.versions import KnownBad, known_bad
 from hangwatch.engines import server_port
 from hangwatch.model import GpuInfo, HostFact
-from hangwatch.parse.hostinfo import HostSnapshot, LockFile, ProbePlan, filesystem_of
+from hangwatch.parse.hostinfo import HostSnapshot, LockFile, PathProbe, ProbePlan, filesystem_of
 
 __all__ = ["FLASHINFER_DISTS", "NCCL_DISTS", "cache_dirs", "derive", "local_ranks", "probe_plan"]
 
@@ -205,8 +205,6 @@ def _cpus(snap: HostSnapshot, launch: Launch, facts: Facts, unknown: dict[str, s
     ratio = total / max(cores, 0.01)
     text = f"{why} x {launch.ranks} rank(s) = {total} compute threads on {cores:g} usable cores ({ratio:.0f}x){limit}"
     facts["cpu_oversubscription"] = HostFact(round(ratio, 1), text, "environment, sched_getaffinity, cgroup cpu.max")
-    if snap.memory_limit_bytes is not None:
-        facts["memory_limit_mib"] = HostFact(snap.memory_limit_bytes // MIB, f"cgroup memory limit {snap.memory_limit_bytes / MIB:.0f} MiB", "cgroup memory.max")
 
 
 def _threads_per_rank(env: Mapping[str, str], snap: HostSnapshot) -> tuple[int | None, str]:
@@ -250,6 +248,19 @@ def _paths(snap: HostSnapshot, launch: Launch, facts: Facts, unknown: dict[str, 
     elif snap.mounts is None:
         unknown["weights_network_fs"] = unknown["cache_network_fs"] = _missing(snap, "mounts")
     _cache_fs(snap, facts)
+    _memory(snap, weights, facts, unknown)
+
+
+def _memory(snap: HostSnapshot, weights: PathProbe | None, facts: Facts, unknown: dict[str, str]) -> None:
+    if snap.memory_limit_bytes is None:
+        if "memory_limit" in snap.unknown:
+            unknown["weights_over_memory_limit"] = snap.unknown["memory_limit"]
+        return
+    limit = snap.memory_limit_bytes
+    facts["memory_limit_mib"] = HostFact(limit // MIB, f"cgroup memory limit {limit / MIB:.0f} MiB", "cgroup memory.max")
+    if weights is not None and weights.size_bytes and weights.size_bytes > limit:
+        text = f"the weights ({weights.size_bytes / (1 << 30):.1f} GiB at {weights.path}) exceed the cgroup memory limit ({limit / (1 << 30):.1f} GiB)"
+        facts["weights_over_memory_limit"] = HostFact(round(weights.size_bytes / limit, 2), text, "cgroup memory.max, stat of the weight files")
 
 
 def _cache_fs(snap: HostSnapshot, facts: Facts) -> None:

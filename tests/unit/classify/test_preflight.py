@@ -157,3 +157,11 @@ def test_known_bad_table_needs_what_it_names() -> None:
     assert [e.id for e in known_bad(fi, "0.5.3", {"12.0"}, "12.8", {}, {})] == ["flashinfer-jit-sm120-toolkit-before-12.9"]
     assert known_bad(fi, "0.5.3", {"12.0"}, "13.0", {}, {}) == []
     assert all(e.sources for entries in TABLES.values() for e in entries)
+
+
+def test_weights_over_the_cgroup_memory_limit() -> None:
+    snap = replace(HEALTHY, memory_limit_bytes=4 << 30, paths=(PathProbe("/m", "weights", True, "dir", size_bytes=10 << 30),))
+    report = run(snap, SGLANG)
+    assert causes(report) == {"dead_rank": "warning"}
+    assert "the weights (10.0 GiB at /m) exceed the cgroup memory limit (4.0 GiB)" in report.findings[0].evidence[0].text
+    assert run(replace(snap, memory_limit_bytes=16 << 30), SGLANG).findings == ()
