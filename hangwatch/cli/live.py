@@ -6,11 +6,14 @@ times (collect). The sinks (`--serve`, Slack, webhooks, `--history`) hang off th
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import shlex
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -50,12 +53,12 @@ def _load_rules(extra: list[Path] | None) -> list[Any]:
     return load_rules([RULES_DIR, *(extra or [])])
 
 
-def _options(json_out: bool, exit_on: str | None, timeout: float | None, interval: float) -> SessionOptions:
+def _options(opts: WatchOptions) -> SessionOptions:
     try:
-        states = parse_exit_on(exit_on)
+        states = parse_exit_on(opts.exit_on)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--exit-on") from None
-    return SessionOptions(json=json_out, exit_on=states, timeout_s=timeout, interval_s=interval)
+    return SessionOptions(json=opts.json_out, exit_on=states, timeout_s=opts.timeout, interval_s=opts.interval)
 
 
 def _config(log: Path | None, interval: float, native: bool, **extra: Any) -> Any:
@@ -66,33 +69,73 @@ def _config(log: Path | None, interval: float, native: bool, **extra: Any) -> An
                        log_path=str(log) if log else None, **extra)
 
 
+@dataclass(frozen=True)
+class WatchOptions:
+    """The options `attach` and `run` share, declared once: the typer parameters below are made
+    from these fields (`_SHARED`), and each command receives them as one value."""
+
+    rules: list[Path] | None = None
+    json_out: bool = False
+    exit_on: str | None = None
+    timeout: float | None = None
+    interval: float = 1.0
+    native: bool = True
+    serve: bool = False
+    host: str = "127.0.0.1"
+    port: int = 9464
+    token: str | None = None
+    insecure: bool = False
+    slack_webhook: str | None = None
+    webhook: str | None = None
+    public_url: str | None = None
+    history: Path | None = None
+
+
+_SHARED = {
+    "rules": RulesOpt, "json_out": JsonOpt, "exit_on": ExitOnOpt, "timeout": TimeoutOpt, "interval": IntervalOpt,
+    "native": NativeOpt, "serve": ServeOpt, "host": HostOpt, "port": PortOpt, "token": TokenOpt,
+    "insecure": InsecureOpt, "slack_webhook": SlackOpt, "webhook": WebhookOpt, "public_url": PublicOpt,
+    "history": HistoryOpt,
+}  # fmt: skip
+
+
+def with_watch_options(command: Callable[..., None]) -> Callable[..., None]:
+    """Give a command the shared options: typer sees them as parameters after the command's own,
+    the command gets them as `opts: WatchOptions`."""
+    own = [p for p in inspect.signature(command, eval_str=True).parameters.values() if p.name != "opts"]
+    shared = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=_SHARED[f.name], default=f.default)
+              for f in fields(WatchOptions)]
+
+    @functools.wraps(command)
+    def handler(*args: Any, **kwargs: Any) -> None:
+        opts = WatchOptions(**{f.name: kwargs.pop(f.name) for f in fields(WatchOptions)})
+        command(*args, opts=opts, **kwargs)
+
+    handler.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
+    return handler
+
+
+@with_watch_options
 def attach(
     pid: Annotated[int, typer.Argument(help="Any pid of the server: its launcher, a scheduler, a worker.")],
-    log: LogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
-    timeout: TimeoutOpt = None, interval: IntervalOpt = 1.0, native: NativeOpt = True,
-    serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
-    insecure: InsecureOpt = False, slack_webhook: SlackOpt = None, webhook: WebhookOpt = None,
-    public_url: PublicOpt = None, history: HistoryOpt = None,
+    log: LogOpt = None, *, opts: WatchOptions,
 ) -> None:
     """Watch a running server start and say why it is stuck, live."""
     from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
 
-    options = _options(json_out, exit_on, timeout, interval)
-    watcher = Watcher(discover(pid), _load_rules(rules), _config(log, interval, native))
-    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history) as sinks:
+    options = _options(opts)
+    watcher = Watcher(discover(pid), _load_rules(opts.rules), _config(log, opts.interval, opts.native))
+    with _Sinks(watcher, opts) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks).run()
     raise typer.Exit(code)
 
 
+@with_watch_options
 def run(
     cmd: Annotated[list[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
-    log: RunLogOpt = None, rules: RulesOpt = None, json_out: JsonOpt = False, exit_on: ExitOnOpt = None,
-    timeout: TimeoutOpt = None, interval: IntervalOpt = 1.0, native: NativeOpt = True,
-    serve: ServeOpt = False, host: HostOpt = "127.0.0.1", port: PortOpt = 9464, token: TokenOpt = None,
-    insecure: InsecureOpt = False, slack_webhook: SlackOpt = None, webhook: WebhookOpt = None,
-    public_url: PublicOpt = None, history: HistoryOpt = None,
-    no_preflight: NoPreflightOpt = False, preflight_strict: StrictOpt = False,
+    log: RunLogOpt = None, no_preflight: NoPreflightOpt = False, preflight_strict: StrictOpt = False,
+    *, opts: WatchOptions,
 ) -> None:
     """Start a server and watch it from its first second; Ctrl-C stops it.
 
@@ -105,11 +148,11 @@ def run(
     from hangwatch.cli.launch import default_log_path, launch
     from hangwatch.watch import Watcher
 
-    options = _options(json_out, exit_on, timeout, interval)
+    options = _options(opts)
     log_path = log or default_log_path()
     existed = log_path.exists() and log_path.stat().st_size > 0
-    rule_set = _load_rules(rules)
-    report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=rules)
+    rule_set = _load_rules(opts.rules)
+    report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
     try:
         child = launch(cmd, log_path)
     except OSError as exc:
@@ -117,11 +160,10 @@ def run(
     child.install_forwarding()
     print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
     # an existing --log file: watch only what this run appends
-    config = _config(log_path, interval, native, initial_log_bytes=0 if existed else 8 << 20,
+    config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
                      preflight=report.findings if report else ())
     watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config)
-    with _Sinks(watcher, serve, host, port, token, insecure, slack_webhook, webhook, public_url, history,
-                preflight=report.to_dict() if report else None) as sinks:
+    with _Sinks(watcher, opts, preflight=report.to_dict() if report else None) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
     _report_exit(child, code, options)
     raise typer.Exit(code)
@@ -201,13 +243,11 @@ def _write_bundle(files: dict[str, bytes], output: Path) -> None:
 class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
-    def __init__(self, watcher: Any, serve: bool, host: str, port: int, token: str | None, insecure: bool,
-                 slack: str | None, webhook: str | None, public_url: str | None, history: Path | None,
-                 preflight: dict[str, Any] | None = None):
-        self.watcher, self.serve, self.host, self.port = watcher, serve, host, port
+    def __init__(self, watcher: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None):
+        self.watcher, self.serve, self.host, self.port = watcher, opts.serve, opts.host, opts.port
         self.preflight = preflight  # the report served at /preflight (`run` only)
-        self.token, self.insecure, self.slack, self.webhook = token, insecure, slack, webhook
-        self.public_url, self.history = public_url, history
+        self.token, self.insecure, self.slack, self.webhook = opts.token, opts.insecure, opts.slack_webhook, opts.webhook
+        self.public_url, self.history = opts.public_url, opts.history
         self.callbacks: list[Callable[[Verdict], None]] = []
         self._closers: list[Callable[[], None]] = []
 
