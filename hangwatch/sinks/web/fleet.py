@@ -143,7 +143,10 @@ def _behind(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     """The node holding the rank furthest behind, when exactly one node does and the others are further."""
     lowest: dict[str, tuple[int, str, str]] = {}
     for n in nodes:
-        for rank, spans in ((n.get("timeline") or {}).get("ranks") or {}).items():
+        ranks = {r: s for r, s in ((n.get("timeline") or {}).get("ranks") or {}).items() if r != "main"}
+        if not ranks:
+            lowest[n["name"]] = (-1, "(none)", "no phase logged by any rank yet")
+        for rank, spans in ranks.items():
             p = _progress(spans) if rank != "main" else None
             if p is not None and (n["name"] not in lowest or p[0] < lowest[n["name"]][0]):
                 lowest[n["name"]] = (p[0], rank, p[1])
@@ -153,6 +156,8 @@ def _behind(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     (name, (score, rank, where)), (_, (next_score, next_rank, next_where)) = ranked[0], ranked[1]
     if score == next_score:
         return None
+    if score < 0:
+        return {"apart": [name], "why": f"its ranks have logged no startup phase yet, while {next_rank} reached {next_where}"}
     return {"apart": [name], "why": f"its rank {rank} is furthest behind, in {where}, while {next_rank} reached {next_where}"}
 
 

@@ -40,6 +40,13 @@ def test_the_node_furthest_behind_stands_apart():
     assert out["apart"] == ["n1"] and "TP1" in out["why"] and "weight_load" in out["why"]
 
 
+def test_a_node_whose_ranks_logged_nothing_yet_stands_apart():
+    n0 = _node("n0", timeline={"TP0": [_span("dist_init")]})
+    n1 = _node("n1", state="starting", cause=None, timeline={})
+    out = apart([n0, n1])
+    assert out["apart"] == ["n1"] and "no startup phase" in out["why"]
+
+
 def test_nodes_alike_have_none_apart():
     n0 = _node("n0", state="ready", cause=None, timeline={"TP0": [_span("ready")]})
     n1 = _node("n1", state="ready", cause=None, timeline={"TP1": [_span("ready")]})
