@@ -1,5 +1,14 @@
 """Alerts: one message per stall episode, a resolved message on recovery, delivered in the background.
 
+Delivery is an outbox in the history's SQLite file: every alert is stored with its payload before
+the first attempt and retried with capped backoff until a peer answers 2xx, across restarts (a
+restarted daemon resumes what it still owes). A 3xx is never followed (urllib would turn the POST
+into a GET and report the other page's 200) and never counts as sent; `Retry-After` is honoured up
+to `RetryPolicy.max_retry_after_s`; every copy of one alert carries the same `Idempotency-Key`
+(`<episode>:<kind>`), and the client waits `DELIVERY_TIMEOUT_S`, longer than slow peers need, so a
+slow peer is not posted to twice. Text that comes from the server (log lines, names) is escaped for
+Slack's mrkdwn: a log line cannot `<!channel>` or disguise a link.
+
     AlertDispatcher.on_verdict  (watch loop; O(1), never blocks)
         └── decision thread: transitions and episodes in the HistoryStore, which alerts are due
               └── one delivery thread per sink: retries with backoff, 429 honours Retry-After
@@ -17,8 +26,10 @@ import queue
 import random
 import threading
 import time
+import urllib.request
+from http.client import HTTPResponse
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from slack_sdk.webhook import WebhookClient
@@ -68,9 +79,35 @@ class Sink(Protocol):
         ...
 
 
-def slack_client(url: str, *, timeout: float = 10.0) -> WebhookClient:
-    """A WebhookClient without slack-sdk's own retries: ours run in the background and are recorded."""
-    return WebhookClient(url, timeout=int(max(1, timeout)), retry_handlers=[])
+DELIVERY_TIMEOUT_S = 30.0  # per attempt; Slack answers in < 1 s, a slow relay in seconds
+
+
+def slack_client(url: str, *, timeout: float = DELIVERY_TIMEOUT_S) -> WebhookClient:
+    """A WebhookClient without slack-sdk's own retries (ours run in the background and are recorded)
+    and without following redirects."""
+    return _NoRedirectClient(url, timeout=int(max(1, timeout)), retry_handlers=[])
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None  # urllib then raises HTTPError(3xx): reported as the status it is
+
+
+class _NoRedirectClient(WebhookClient):
+    """slack-sdk's client with an opener that never follows a redirect (the SDK has no option for it)."""
+
+    def _perform_http_request_internal(self, url: str, req: urllib.request.Request) -> Any:
+        if not url.lower().startswith(("http://", "https://")):
+            raise ValueError(f"not an http(s) URL: {redact_url(url)}")
+        handlers: list[Any] = [_NoRedirect(), urllib.request.HTTPSHandler(context=self.ssl)]
+        if isinstance(self.proxy, str):
+            handlers.append(urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))
+        response: HTTPResponse = urllib.request.build_opener(*handlers).open(req, timeout=self.timeout)
+        charset = response.headers.get_content_charset() or "utf-8"
+        from slack_sdk.webhook import WebhookResponse
+
+        return WebhookResponse(url=url, status_code=response.status, body=response.read().decode(charset),
+                               headers=dict(response.headers.items()))
 
 
 class SlackSink:
@@ -80,24 +117,25 @@ class SlackSink:
         self.client, self.public_url, self.name = client, public_url, name
 
     def send(self, alert: Alert) -> None:
-        _post(self.client, slack_message(alert, self.public_url))
+        _post(self.client, slack_message(alert, self.public_url), alert)
 
 
 class WebhookSink:
     """POSTs `{"event", "server", "episode_id", "at", "started", "verdict"}` as JSON to any URL."""
 
-    def __init__(self, url: str, *, timeout: float = 10.0, name: str = "webhook") -> None:
+    def __init__(self, url: str, *, timeout: float = DELIVERY_TIMEOUT_S, name: str = "webhook") -> None:
         self.client, self.name = slack_client(url, timeout=timeout), name
 
     def send(self, alert: Alert) -> None:
         body = {"event": alert.kind, "server": alert.server, "episode_id": alert.episode_id, "at": alert.at,
                 "started": alert.started, "verdict": alert.verdict}
-        _post(self.client, body)
+        _post(self.client, body, alert)
 
 
-def _post(client: WebhookClient, body: dict[str, Any]) -> None:
+def _post(client: WebhookClient, body: dict[str, Any], alert: Alert | None = None) -> None:
+    headers = {"Idempotency-Key": f"{alert.episode_id}:{alert.kind}"} if alert is not None else None
     try:
-        response = client.send_dict(body)
+        response = client.send_dict(body, headers=headers)
     except Exception as exc:  # urllib/http.client/socket errors: refused, reset, timeout, garbage status line
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
     _check(response.status_code, response.headers or {}, response.body or "")
@@ -109,6 +147,8 @@ def _check(status: int, headers: dict[str, Any], body: str) -> None:
     if status == 429:
         raise DeliveryError("HTTP 429 rate limited", retry_after=_retry_after(headers))
     reason = f"HTTP {status}: {body[:200]!r}"
+    if 300 <= status < 400:  # a moved webhook: posting elsewhere is the operator's call, not ours
+        raise DeliveryError(f"HTTP {status} redirect (not followed; fix the URL)", permanent=True)
     # 408 and 5xx may pass; other 4xx (invalid_payload, no_service, bad token) will not.
     raise DeliveryError(reason, permanent=400 <= status < 500 and status != 408)
 
@@ -126,18 +166,18 @@ def _retry_after(headers: dict[str, Any]) -> float | None:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    attempts: int = 6
+    attempts: int | None = None  # None: until delivered (the outbox keeps it across restarts)
     base_s: float = 1.0
     cap_s: float = 60.0
-    max_retry_after_s: float = 300.0  # a peer asking for longer is not waited on
+    max_retry_after_s: float = 300.0  # a peer asking for longer is retried after this long
 
     def delay(self, attempt: int, error: DeliveryError) -> float | None:
-        """Seconds to wait before attempt `attempt + 1`, or None to give up."""
-        if error.permanent or attempt >= self.attempts:
+        """Seconds to wait before attempt `attempt + 1`, or None to give up (a permanent error)."""
+        if error.permanent or (self.attempts is not None and attempt >= self.attempts):
             return None
         if error.retry_after is not None:
-            return error.retry_after if error.retry_after <= self.max_retry_after_s else None
-        backoff = min(self.cap_s, self.base_s * 2 ** (attempt - 1))
+            return min(error.retry_after, self.max_retry_after_s)
+        backoff = min(self.cap_s, self.base_s * 2 ** min(attempt - 1, 30))
         return backoff * random.uniform(0.8, 1.2)  # jitter: many agents must not retry in step
 
 
@@ -204,8 +244,22 @@ class AlertDispatcher:
         self._inbox: queue.Queue[tuple[Verdict, str, float]] = queue.Queue(maxsize=1000)
         self._seen: dict[str, tuple[str, str | None]] = {}  # server -> last key enqueued (loop thread only)
         self._submitted: set[tuple[str, str, str]] = set()  # (episode, sink, kind) handed over in this process
+        self._resume()
         self._thread = threading.Thread(target=self._run, name="hangwatch-alerts", daemon=True)
         self._thread.start()
+
+    def _resume(self) -> None:
+        """Hand the workers what an earlier run of this history still owes (killed mid-retry, receiver down)."""
+        for worker in self._workers:
+            try:
+                owed = self.store.owed_alerts(worker.sink.name)
+            except Exception:  # an unreadable outbox must not stop new alerts
+                log.exception("cannot read the alert outbox")
+                continue
+            for payload in owed:
+                alert = Alert(**payload)
+                self._submitted.add((alert.episode_id, worker.sink.name, alert.kind))
+                worker.queue.put(alert)
 
     def on_verdict(self, verdict: Verdict, server: str) -> None:
         """Called by the watch loop every tick; only a change of (state, cause) goes further."""
@@ -241,8 +295,10 @@ class AlertDispatcher:
                 continue
             try:
                 self._decide(verdict, server, at)
-            except Exception:
-                log.exception("alert decision failed for %s", server)
+            except Exception as exc:
+                # a full disk, a locked file: forget this verdict was seen, so the next tick offers it again
+                log.warning("alert decision failed for %s (retried next tick): %s", server, exc)
+                self._seen.pop(server, None)
             finally:
                 self._inbox.task_done()
 
@@ -250,13 +306,16 @@ class AlertDispatcher:
         body = redacted_verdict(verdict)
         server = redacted(server)
         episode = self.store.open_episode(server)
+        if episode is not None and verdict.state is State.STARTING:
+            return  # a (re)started watcher's first look knows nothing yet: the open episode stands (no false "resolved")
         if verdict.state in ALERTING:
             episode = episode or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at)
             self._transition(verdict, server, at, body, episode.id)
             self._submit("firing", Alert("firing", server, episode.id, body, at, episode.started, episode.state))
         elif episode is not None:
-            self.store.end_episode(episode.id, at=at)
+            # transition first: if a write fails (full disk) the episode is still open, so the retry resolves it
             self._transition(verdict, server, at, body, episode.id)
+            self.store.end_episode(episode.id, at=at)
             self._submit("resolved", Alert("resolved", server, episode.id, body, at, episode.started, episode.state))
         else:
             self._transition(verdict, server, at, body, None)
@@ -276,8 +335,9 @@ class AlertDispatcher:
             # "sent"/"failed"/"skipped" are final; None or "pending" (killed mid-retry) still owe a post.
             if key in self._submitted or status not in (None, "pending"):
                 continue
-            self._submitted.add(key)
+            self.store.put_outbox(alert.episode_id, worker.sink.name, kind, alert.to_dict())
             self.store.record_alert(alert.episode_id, worker.sink.name, kind, "pending", at=alert.at)
+            self._submitted.add(key)
             worker.queue.put(alert)
 
 
@@ -291,10 +351,30 @@ _FACTS_SHOWN = 8
 
 def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]:
     """`{"text", "blocks"}` for one alert, inside Slack's limits; stacks are linked, never inlined."""
+    alert = _escaped(alert)  # every string below comes from the server or its log: no live mrkdwn in it
     blocks = _firing_blocks(alert) if alert.kind == "firing" else _resolved_blocks(alert)
     blocks += _links(public_url)
     blocks.append(_context(f"episode `{alert.episode_id}` · hangwatch · {_when(alert.at)}"))
     return {"text": _fallback(alert), "blocks": blocks[:_MAX_BLOCKS]}
+
+
+def _escaped(alert: Alert) -> Alert:
+    return replace(alert, server=mrkdwn_escape(alert.server), verdict=_escape_all(alert.verdict))
+
+
+def _escape_all(value: Any) -> Any:
+    if isinstance(value, str):
+        return mrkdwn_escape(value)
+    if isinstance(value, dict):
+        return {k: _escape_all(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escape_all(v) for v in value]
+    return value
+
+
+def mrkdwn_escape(text: str) -> str:
+    """Slack's three control characters: `<!channel>`, `<https://x|label>` and `&` entities become plain text."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HistoryStore", "Episode", "Transition", "AlertRecord"]
+from hangwatch.errors import HangwatchError
+
+__all__ = ["HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transitions (
@@ -52,6 +54,13 @@ CREATE TABLE IF NOT EXISTS alerts (
     UNIQUE (episode_id, sink, kind)
 );
 CREATE INDEX IF NOT EXISTS episodes_open ON episodes (server, ended);
+CREATE TABLE IF NOT EXISTS outbox (
+    episode_id TEXT NOT NULL,
+    sink TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    payload TEXT NOT NULL,
+    PRIMARY KEY (episode_id, sink, kind)
+);
 """
 
 
@@ -95,6 +104,10 @@ class AlertRecord:
         return dict(self.__dict__)
 
 
+class HistoryError(HangwatchError):
+    help_text = "--history takes a writable SQLite file path (its folder must exist); omit it to keep no history."
+
+
 class HistoryStore:
     """One SQLite file; safe to share between the dispatcher thread and API request threads."""
 
@@ -103,12 +116,15 @@ class HistoryStore:
         self._clock = clock
         # One connection behind a lock: writes are rare (transitions, alerts) and reads are small.
         self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL survives a process crash (kill -9); only a power loss may drop the last commit.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        with self._lock:
-            self._db.executescript(_SCHEMA)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL survives a process crash (kill -9); only a power loss may drop the last commit.
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            with self._lock:
+                self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:  # a missing folder, a read-only or full disk, not a database
+            raise HistoryError(f"cannot use the history file {self.path}: {exc}") from None
 
     def close(self) -> None:
         with self._lock:
@@ -206,6 +222,20 @@ class HistoryStore:
                 " at = excluded.at, status = excluded.status, attempts = excluded.attempts, detail = excluded.detail",
                 (self._clock() if at is None else at, episode_id, sink, kind, status, attempts, detail))
 
+    def put_outbox(self, episode_id: str, sink: str, kind: str, payload: dict[str, Any]) -> None:
+        """Keep the alert itself until it is delivered: a restarted daemon re-sends what it still owes."""
+        with self._tx() as db:
+            db.execute("INSERT OR REPLACE INTO outbox (episode_id, sink, kind, payload) VALUES (?, ?, ?, ?)",
+                       (episode_id, sink, kind, json.dumps(payload)))
+
+    def owed_alerts(self, sink: str) -> list[dict[str, Any]]:
+        """Payloads of `sink`'s alerts still pending, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT o.payload FROM outbox o JOIN alerts a ON a.episode_id = o.episode_id AND a.sink = o.sink"
+                " AND a.kind = o.kind WHERE o.sink = ? AND a.status = 'pending' ORDER BY a.id", (sink,)).fetchall()
+        return [json.loads(row[0]) for row in rows]
+
     def alert_status(self, episode_id: str, sink: str, kind: str = "firing") -> str | None:
         with self._lock:
             row = self._db.execute("SELECT status FROM alerts WHERE episode_id = ? AND sink = ? AND kind = ?",
@@ -236,7 +266,11 @@ class _Tx:
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except BaseException:  # a locked or read-only file: no transaction, and the lock must not stay held
+            self._lock.release()
+            raise
         return self._db
 
     def __exit__(self, exc_type, exc, tb) -> None:

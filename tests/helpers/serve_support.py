@@ -16,6 +16,8 @@ class Receiver:
     def __init__(self, port: int = 0, mode: str = "ok", *, delay: float = 0.0, limited: int = 1, retry_after: str = "1"):
         self.mode, self.delay, self.limited, self.retry_after = mode, delay, limited, retry_after
         self.bodies: list[dict] = []
+        self.headers: list[dict[str, str]] = []  # of each delivered body
+        self.gets = 0  # a redirect followed by urllib arrives as a GET
         self.times: list[float] = []
         self.hits = 0
         self.server = ThreadingHTTPServer(("127.0.0.1", port), _Handler)
@@ -55,8 +57,15 @@ class _Handler(BaseHTTPRequestHandler):
             return self._reply(429, b"rate_limited", {"Retry-After": rx.retry_after})
         if rx.mode == "error":
             return self._reply(500, b"<html>upstream oops</html>")
+        if rx.mode == "redirect":
+            return self._reply(302, b"", {"Location": rx.retry_after})  # retry_after holds the target URL here
         rx.bodies.append(json.loads(body))
+        rx.headers.append(dict(self.headers.items()))
         rx.times.append(time.monotonic())
+        self._reply(200, b"ok")
+
+    def do_GET(self) -> None:
+        self.server.receiver.gets += 1  # type: ignore[attr-defined]
         self._reply(200, b"ok")
 
     def _reply(self, status: int, body: bytes, headers: dict | None = None) -> None:
