@@ -27,9 +27,9 @@ import random
 import threading
 import time
 import urllib.request
-from http.client import HTTPResponse
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from http.client import HTTPResponse
 from typing import Any, Protocol
 
 from slack_sdk.webhook import WebhookClient
