@@ -120,6 +120,7 @@ def test_stall_after_a_small_shm_preflight_names_shm(procs: Procs, tmp_path: Pat
 
 
 @pytest.mark.lab
+@pytest.mark.slow  # ~2 min: the real SGLang start on 2 shared cores reaches weight loading
 @pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)")
 def test_lab_fifo_weights_stall_named_with_the_preflight(procs: Procs, tmp_path: Path) -> None:
     from lab import _procs
