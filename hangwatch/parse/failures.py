@@ -198,6 +198,8 @@ _BUILD_ERROR = re.compile(
     r"(?i)^(?:\S*/)?(?:ptxas|nvcc|nvlink|cicc|fatbinary|ninja|gcc|g\+\+|c\+\+|clang\+*|ld)\b[^\n]*?\b(?:fatal|error)\b|"
     r"\.(?:cu|cuh|cpp|cc|h|hpp)(?:\(\d+\)|:\d+(?::\d+)?):?\s*(?:fatal )?error\b|ninja: build stopped"
 )
+# A message that opens by saying it failed: `Failed to initialize NVML: ...`, `Error: ...`
+_LEADING_FAILURE = re.compile(r"(?i)^(?:error|fatal|failed|failure|unable to|cannot|could not|can't)\b")
 _ERROR_LEVEL = re.compile(r"(?i)(?:\[\S+\]\s*)*\[?(?:ERROR|CRITICAL|FATAL)\b")
 _TIMEOUT = re.compile(r"(?i)\btimed out\b|\btimeout\b|\bwatchdog\b|\bheartbeat\b")
 
@@ -348,7 +350,7 @@ def _single(line: LogLine, body: str) -> Failure | None:
         return _make("errno", stripped, line)
     if _BUILD_ERROR.search(stripped):
         return _make("exit", stripped, line)
-    error_level = _ERROR_LEVEL.match(stripped) or " ERROR " in line.text
+    error_level = _ERROR_LEVEL.match(stripped) or " ERROR " in line.text or _LEADING_FAILURE.match(stripped)
     if error_level and is_failure_text(stripped):
         kind = "timeout" if _TIMEOUT.search(stripped) else "exit"
         return _make(kind, stripped, line, consequence=bool(_CONSEQUENCE.search(stripped)))

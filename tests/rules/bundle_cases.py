@@ -1004,3 +1004,56 @@ case("graph-capture-after-empty-registration", "quiet", "registered-many", meta=
 case("empty-registration-custom-allreduce", "fires", "registered-none-then-silent", meta=meta("vllm", tp=2), cmdline=V2, log=REG0)
 case("empty-registration-custom-allreduce", "quiet", "capture-finished", meta=meta("vllm", tp=2), cmdline=V2,
      log=REG0 + "\n" + v_line("Graph capturing finished in 12 secs, took 0.41 GiB", file="gpu_model_runner.py:4200"))
+
+# where the first failure raised (rules/failures.yaml, second part)
+case("first-failure-driver", "fires", "802-in-torch-init", meta=meta("vllm", tp=8),
+     log="RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() "
+         "that might have already set an error? Error 802: system not yet initialized\n")
+case("first-failure-driver", "fires", "nvml-mismatch", meta=meta(tp=2), log="Failed to initialize NVML: Driver/library version mismatch\n")
+case("first-failure-driver", "quiet", "oom", meta=meta(tp=2), log="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+KV_OOM = "\n".join([
+    "(EngineCore_DP0 pid=900) ERROR 11-29 23:20:01 [core.py:708] Traceback (most recent call last):",
+    '(EngineCore_DP0 pid=900) ERROR 11-29 23:20:01 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/engine/core.py", line 190, in _initialize_kv_caches',
+    "(EngineCore_DP0 pid=900) ERROR 11-29 23:20:01 [core.py:708]     kv_cache_configs = get_kv_cache_configs(vllm_config, kv_cache_specs, available_gpu_memory)",
+    "(EngineCore_DP0 pid=900) ERROR 11-29 23:20:01 [core.py:708] ValueError: To serve at least one request with the models's max seq len (131072), "
+    "(16.00 GiB KV cache is needed, which is larger than the available KV cache memory (9.12 GiB). Try increasing `gpu_memory_utilization`"])
+case("first-failure-oom-in-kv-pool", "fires", "kv-larger-than-available", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B", log=KV_OOM)
+case("first-failure-oom-in-kv-pool", "fires", "sglang-not-enough-memory", meta=meta(tp=1),
+     log="[2026-11-29 23:20:01] RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.\n")
+case("first-failure-oom-in-kv-pool", "quiet", "oom-in-forward", meta=meta(tp=1),
+     log="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.00 GiB (at forward)\n")
+case("first-failure-oom-at-start", "fires", "cuda-oom", meta=meta(tp=1), log="RuntimeError: CUDA error: out of memory\n")
+case("first-failure-oom-at-start", "quiet", "invalid-argument", meta=meta(tp=1), log="RuntimeError: CUDA error: invalid argument\n")
+
+CAP_TB = "\n".join([
+    "[2026-11-29 23:30:01 TP0] Scheduler hit an exception: Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 410, in capture_one_batch_size',
+    "    run_once()",
+    '  File "/usr/local/lib/python3.12/dist-packages/torch/cuda/graphs.py", line 186, in __exit__',
+    "    self.cuda_graph.capture_end()",
+    "RuntimeError: CUDA error: operation failed due to a previous error during capture"])
+case("first-failure-in-graph-capture", "fires", "capture-end-error", meta=meta(tp=1), log=CAP_TB)
+case("first-failure-in-graph-capture", "quiet", "car-in-capture", meta=meta(tp=2),
+     log=CAP_TB.replace("operation failed due to a previous error during capture", "invalid argument at custom_all_reduce.cuh:99"))
+
+TOK_TB = "\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/vllm/transformers_utils/tokenizer.py", line 220, in get_tokenizer',
+    "    tokenizer = AutoTokenizer.from_pretrained(",
+    '  File "/usr/local/lib/python3.12/dist-packages/transformers/tokenization_utils_base.py", line 2050, in from_pretrained',
+    "    raise EnvironmentError(",
+    "OSError: Can't load tokenizer for 'org/model'. Make sure that 'org/model' is the correct path to a directory containing all relevant files"])
+case("first-failure-in-tokenizer", "fires", "cannot-load-tokenizer", meta=meta("vllm", tp=1), log=TOK_TB)
+case("first-failure-in-tokenizer", "quiet", "bind-in-tokenizer-manager", meta=meta(tp=1),
+     log="[2026-11-29 23:02:00] TokenizerManager hit an exception: zmq.error.ZMQError: Address already in use\n")
+
+W_TB = "\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/sglang/srt/model_loader/weight_utils.py", line 610, in safetensors_weights_iterator',
+    "    with safe_open(st_file, framework=\"pt\") as f:",
+    "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer"])
+case("first-failure-reading-weights", "fires", "incomplete-shard", meta=meta(tp=1), log=W_TB)
+case("first-failure-reading-weights", "fires", "nfs-stale-handle", meta=meta("vllm", tp=4),
+     log="OSError: [Errno 116] Stale file handle: '/mnt/nfs/models/Llama-3.3-70B/model-00007-of-00030.safetensors'\n")
+case("first-failure-reading-weights", "quiet", "weights-fine-oom", meta=meta(tp=1), log="torch.OutOfMemoryError: CUDA out of memory.\n")

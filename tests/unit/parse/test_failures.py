@@ -199,3 +199,9 @@ def test_torch_rank_prefix_and_nccl_last_error_join_one_failure() -> None:
     (f,) = failures(log)
     assert f.exc_type == "torch.distributed.DistBackendError" and "/dev/shm/nccl-Qa81Zc" in f.text
     assert f.lines == (1, 2, 3, 4)
+
+
+def test_a_line_that_opens_by_saying_it_failed_is_a_failure() -> None:
+    (f,) = failures("Failed to initialize NVML: Driver/library version mismatch\n")
+    assert f.role == "root" and f.kind == "exit"
+    assert failures("Could not find the optional plugin; falling back to the default\n") == ()
