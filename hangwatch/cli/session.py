@@ -26,7 +26,7 @@ from hangwatch.watch import Watcher
 __all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]
 
 EXIT_READY, EXIT_NOT_READY, EXIT_INTERRUPTED = 0, 1, 130
-Sink = Callable[[Verdict], None]
+VerdictCallback = Callable[[Verdict], None]
 
 
 def parse_exit_on(text: str | None) -> frozenset[State]:
@@ -55,7 +55,7 @@ class SessionOptions:
 class Session:
     watcher: Watcher
     options: SessionOptions
-    sinks: Sequence[Sink] = ()
+    sinks: Sequence[VerdictCallback] = ()
     out: TextIO = field(default_factory=lambda: sys.stdout)
     child_pid: int | None = None  # `run`: our own child; its exit ends the session
     pump: Callable[[Callable[[str], None]], None] | None = None  # `run`: copies server output

@@ -40,7 +40,7 @@ from hangwatch.sinks.report import STATE_ICONS, duration_text, fact_line, headli
 from hangwatch.sinks.store import HistoryStore
 
 __all__ = [
-    "Alert", "AlertDispatcher", "DeliveryError", "RetryPolicy", "Sink", "SlackSink", "WebhookSink",
+    "Alert", "AlertDispatcher", "DeliveryError", "RetryPolicy", "AlertSink", "SlackSink", "WebhookSink",
     "slack_client", "slack_message",
 ]
 
@@ -71,7 +71,7 @@ class DeliveryError(Exception):
         self.permanent, self.retry_after = permanent, retry_after
 
 
-class Sink(Protocol):
+class AlertSink(Protocol):
     name: str
 
     def send(self, alert: Alert) -> None:
@@ -184,7 +184,7 @@ class RetryPolicy:
 class _SinkWorker:
     """One thread per sink, FIFO: a slow Slack never delays the generic webhook, nor the loop."""
 
-    def __init__(self, sink: Sink, store: HistoryStore, policy: RetryPolicy, stop: threading.Event) -> None:
+    def __init__(self, sink: AlertSink, store: HistoryStore, policy: RetryPolicy, stop: threading.Event) -> None:
         self.sink, self._store, self._policy, self._stop = sink, store, policy, stop
         self.queue: queue.Queue[Alert] = queue.Queue()
         self.thread = threading.Thread(target=self._run, name=f"hangwatch-alert-{sink.name}", daemon=True)
@@ -231,7 +231,7 @@ class AlertDispatcher:
 
     def __init__(
         self,
-        sinks: Sequence[Sink],
+        sinks: Sequence[AlertSink],
         store: HistoryStore | None = None,
         *,
         policy: RetryPolicy = RetryPolicy(),

@@ -14,6 +14,7 @@ from typing import Any
 
 from hangwatch._version import __version__
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ThreadStack
+from hangwatch.sources.gpus import gpus_json
 from hangwatch.watch.rings import StackSample, TimedPhase
 
 # The watcher whose rings are read. Typed loosely on purpose: importing `Watcher` here would make
@@ -84,7 +85,7 @@ def bundle_files(watcher: Watcher) -> dict[str, bytes]:
         "cmdline.txt": ((getattr(server, "cmdline", None) or "") + "\n").encode(),
         "env.txt": "".join(f"{k}={v}\n" for k, v in sorted(_filtered_env(server).items())).encode(),
         "procs.json": _json([_proc_dict(p) for p in watcher.procs]),
-        "gpus.json": _json({"samples": [_gpu_sample_dict(s) for s in watcher.gpus.samples]}),
+        "gpus.json": _json(gpus_json(watcher.gpus.samples)),  # the one gpus.json writer (sources/gpus.py)
         "timeline.json": _json(_timeline_file(watcher, t)),
     }
     log = watcher.log.raw_tail()
@@ -173,16 +174,6 @@ def _proc_dict(p: ProcessRecord) -> dict[str, Any]:
         "cpu_time_s": p.cpu_time_s, "num_threads": p.num_threads, "io_read_bytes": p.io_read_bytes,
         "wchan": list(p.wchan),
     }
-
-
-def _gpu_sample_dict(sample: GpuSample) -> dict[str, Any]:
-    return {"t": sample.t, "gpus": [
-        {"index": g.index, "uuid": g.uuid, "name": g.name, "compute_capability": g.compute_capability,
-         "memory_used_mib": g.memory_used_mib, "memory_total_mib": g.memory_total_mib,
-         "utilization_pct": g.utilization_pct,
-         "processes": [{"pid": p.pid, "used_mib": p.used_mib} for p in g.processes]}
-        for g in sample.gpus
-    ]}
 
 
 def _thread_dict(thread: ThreadStack) -> dict[str, Any]:

@@ -21,7 +21,7 @@ __all__ = [
     "progress_signals",
     "compiler_cpu",
     "proc_samples",
-    "stack_signature",
+    "motion_signature",
     "since_last_progress",
 ]
 
@@ -149,7 +149,7 @@ def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:
     return {r.pid: r.cpu_time_s or 0.0 for r in records if r.role == "compiler" and r.alive}
 
 
-def stack_signature(stack: ProcessStack) -> str:
+def motion_signature(stack: ProcessStack) -> str:
     """Every thread's frames with line numbers: Python code that moves changes it, a wait does not."""
     threads = sorted(
         ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads

@@ -3,7 +3,8 @@
 Each buffer keeps the recent past the classifier and a bundle need, and drops the rest:
 log lines (the last 20 000, plus the phase events, bounded separately so an early
 `Load weight begin.` is not pushed out by a chatty later phase), the raw log tail for
-`server.log`, GPU samples, the last few stack samples per rank, and verdict transitions.
+`server.log`, GPU samples, the last few stack samples per rank, and verdict changes. (The SQLite history of transitions
+and alerts across restarts is another thing: sinks/store.py.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from hangwatch.model import GpuSample, LogLine, PhaseEvent, ProcessStack, Verdict
 
-__all__ = ["LogHistory", "StackHistory", "TimedPhase", "Transition", "Transitions", "GpuHistory"]
+__all__ = ["LogRing", "StackRing", "TimedPhase", "VerdictChange", "VerdictChanges", "GpuRing"]
 
 PhaseParser = Callable[[Sequence[LogLine]], Sequence[PhaseEvent]]
 LineParser = Callable[[bytes, int], Sequence[LogLine]]
@@ -29,7 +30,7 @@ class TimedPhase:
     event: PhaseEvent
 
 
-class LogHistory:
+class LogRing:
     """The log as complete lines (parsed once), the unterminated last line, and a raw byte tail."""
 
     def __init__(self, parse_lines: LineParser, *, max_lines: int = 20_000, max_phases: int = 5_000,
@@ -95,7 +96,7 @@ class StackSample:
     raw: bytes  # py-spy's own JSON, as it goes into a bundle
 
 
-class StackHistory:
+class StackRing:
     """The last few stack samples of each process, by label."""
 
     def __init__(self, per_label: int = 3, max_labels: int = 256):
@@ -125,7 +126,7 @@ class StackHistory:
         return list(self._samples)
 
 
-class GpuHistory:
+class GpuRing:
     def __init__(self, max_samples: int = 120):
         self.samples: deque[GpuSample] = deque(maxlen=max_samples)
 
@@ -137,7 +138,7 @@ class GpuHistory:
 
 
 @dataclass(frozen=True)
-class Transition:
+class VerdictChange:
     t: float  # seconds since the watch began
     wall: float  # epoch seconds
     verdict: Verdict
@@ -153,11 +154,11 @@ def verdict_key(verdict: Verdict) -> tuple[object, ...]:
     return (verdict.state, verdict.cause, verdict.rule, tuple(verdict.ranks))
 
 
-class Transitions:
+class VerdictChanges:
     """Verdict changes, newest last; thread-safe to read while the loop appends."""
 
     def __init__(self, max_items: int = 1_000):
-        self._items: deque[Transition] = deque(maxlen=max_items)
+        self._items: deque[VerdictChange] = deque(maxlen=max_items)
         self._lock = threading.Lock()
 
     def offer(self, t: float, wall: float, verdict: Verdict) -> bool:
@@ -165,9 +166,9 @@ class Transitions:
         with self._lock:
             if self._items and verdict_key(self._items[-1].verdict) == verdict_key(verdict):
                 return False
-            self._items.append(Transition(t, wall, verdict))
+            self._items.append(VerdictChange(t, wall, verdict))
             return True
 
-    def items(self) -> list[Transition]:
+    def items(self) -> list[VerdictChange]:
         with self._lock:
             return list(self._items)

@@ -49,7 +49,7 @@ from hangwatch.watch.ladder import (
     python_dump_due,
 )
 from hangwatch.watch.published import StaticView
-from hangwatch.watch.rings import GpuHistory, LogHistory, StackHistory, Transitions
+from hangwatch.watch.rings import GpuRing, LogRing, StackRing, VerdictChanges
 
 __all__ = ["WatchConfig", "Watcher"]
 
@@ -88,10 +88,10 @@ class Watcher:
         self.started = clock()
         self.started_wall = wall()
         self.sources = LiveSources(server, config)
-        self.log = LogHistory(self.sources.parse_lines)
-        self.stacks = StackHistory()
-        self.gpus = GpuHistory()
-        self.transitions = Transitions()
+        self.log = LogRing(self.sources.parse_lines)
+        self.stacks = StackRing()
+        self.gpus = GpuRing()
+        self.transitions = VerdictChanges()
         self.view = StaticView(server_name(server), started_at=self.started_wall)
         self._sampler = ProcessSampler(proc_root=config.proc_root)
         self._procs: list[ProcessRecord] = []
@@ -188,7 +188,7 @@ class Watcher:
         for stack, raw in dumps:
             stored = self.stacks.add(stack, raw, t)
             if not stack.native:
-                mark = progress.StackMark(stored.sample, progress.stack_signature(stored), cpu.get(stack.label))
+                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label))
                 self._stack_marks[stack.label] = mark
         self.sources.set_stack_missing(missing, any_ok=bool(dumps))
         kept = set(self.stacks.labels())  # processes that are gone stop costing memory

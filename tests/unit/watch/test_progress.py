@@ -14,10 +14,10 @@ from hangwatch.watch.progress import (
     Snapshot,
     StackMark,
     compiler_cpu,
+    motion_signature,
     proc_samples,
     progress_signals,
     since_last_progress,
-    stack_signature,
 )
 
 
@@ -159,11 +159,11 @@ def test_compiler_cpu_lists_alive_compilers_only() -> None:
     assert compiler_cpu(records) == {5: 2.0}
 
 
-def test_stack_signature_changes_with_the_line() -> None:
+def test_motion_signature_changes_with_the_line() -> None:
     a = _stack("TP0", ("load", "w.py", 10), ("main", "m.py", 1))
     b = _stack("TP0", ("load", "w.py", 11), ("main", "m.py", 1))
-    assert stack_signature(a) != stack_signature(b)
-    assert stack_signature(a) == stack_signature(_stack("TP0", ("load", "w.py", 10), ("main", "m.py", 1)))
+    assert motion_signature(a) != motion_signature(b)
+    assert motion_signature(a) == motion_signature(_stack("TP0", ("load", "w.py", 10), ("main", "m.py", 1)))
 
 
 # ---------------------------------------------------------------- the ladder

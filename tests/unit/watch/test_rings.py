@@ -5,11 +5,11 @@ from __future__ import annotations
 from hangwatch.model import Phase, PhaseEvent, ProcessStack, Source, State, Verdict
 from hangwatch.parse.logs import read_log_lines
 from hangwatch.watch.capture import timeline_json
-from hangwatch.watch.rings import LogHistory, StackHistory, TimedPhase, Transitions
+from hangwatch.watch.rings import LogRing, StackRing, TimedPhase, VerdictChanges
 
 
-def _log(**kwargs: int) -> LogHistory:
-    return LogHistory(read_log_lines, **kwargs)
+def _log(**kwargs: int) -> LogRing:
+    return LogRing(read_log_lines, **kwargs)
 
 
 def test_lines_are_numbered_across_feeds() -> None:
@@ -42,7 +42,7 @@ def test_raw_tail_keeps_the_last_bytes() -> None:
 
 
 def test_stack_history_keeps_three_samples_per_label() -> None:
-    history = StackHistory(per_label=3)
+    history = StackRing(per_label=3)
     for n in range(5):
         stored = history.add(ProcessStack("TP0", 1, (), Source("stacks/TP0.json")), b"[]", float(n))
     assert stored.sample == 4 and stored.t == 4.0
@@ -50,7 +50,7 @@ def test_stack_history_keeps_three_samples_per_label() -> None:
 
 
 def test_transitions_record_changes_only() -> None:
-    transitions = Transitions()
+    transitions = VerdictChanges()
     starting, stalled = Verdict(State.STARTING, None, 0.5), Verdict(State.STALLED, "nccl_init", 0.8)
     assert transitions.offer(0.0, 0.0, starting)
     assert not transitions.offer(1.0, 1.0, starting)
