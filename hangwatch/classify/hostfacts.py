@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hangwatch.classify.versions import KnownBad, known_bad
-from hangwatch.engines import server_port
+from hangwatch.engines import engines, server_port
 from hangwatch.model import GpuInfo, HostFact
 from hangwatch.parse.hostinfo import HostSnapshot, LockFile, PathProbe, ProbePlan, filesystem_of
 
@@ -31,9 +31,8 @@ FLASHINFER_DISTS = ("flashinfer-python", "flashinfer")
 _CACHES = (
     ("FLASHINFER_WORKSPACE_BASE", ".cache/flashinfer"), ("TRITON_CACHE_DIR", ".triton/cache"),
     ("TORCH_EXTENSIONS_DIR", ".cache/torch_extensions"), ("TORCHINDUCTOR_CACHE_DIR", None),
-    ("DG_JIT_CACHE_DIR", ".deep_gemm"), ("VLLM_CACHE_ROOT", ".cache/vllm"), ("SGLANG_CACHE_DIR", ".cache/sglang"),
-    ("HF_HUB_CACHE", None), ("HF_HOME", ".cache/huggingface"),
-)  # fmt: skip
+    ("DG_JIT_CACHE_DIR", ".deep_gemm"), ("HF_HUB_CACHE", None), ("HF_HOME", ".cache/huggingface"),
+)  # fmt: skip  (each engine adds its own: Engine.cache_dirs)
 
 Facts = dict[str, HostFact]
 
@@ -44,7 +43,7 @@ Facts = dict[str, HostFact]
 def cache_dirs(env: Mapping[str, str], home: str) -> tuple[str, ...]:
     dirs = []
     xdg = env.get("XDG_CACHE_HOME")
-    for var, default in _CACHES:
+    for var, default in (*_CACHES, *(cache for engine in engines() for cache in engine.cache_dirs)):
         value = env.get(var)
         if value:
             dirs.append(value)
@@ -208,10 +207,11 @@ def _cpus(snap: HostSnapshot, launch: Launch, facts: Facts, unknown: dict[str, s
 
 
 def _threads_per_rank(env: Mapping[str, str], snap: HostSnapshot) -> tuple[int | None, str]:
-    bind = env.get("SGLANG_CPU_OMP_THREADS_BIND")
-    if bind and bind != "all":
-        sizes = [_cpu_list_size(part) for part in bind.split("|")]
-        return max(sizes), f"SGLANG_CPU_OMP_THREADS_BIND={bind} ({max(sizes)} per rank)"
+    for name in (engine.cpu_bind_env for engine in engines() if engine.cpu_bind_env):
+        bind = env.get(name)
+        if bind and bind != "all":
+            sizes = [_cpu_list_size(part) for part in bind.split("|")]
+            return max(sizes), f"{name}={bind} ({max(sizes)} per rank)"
     omp = _int(env.get("OMP_NUM_THREADS"))
     if omp is not None and omp > 0:
         return omp, f"OMP_NUM_THREADS={env['OMP_NUM_THREADS']}"

@@ -202,6 +202,9 @@ class Engine(abc.ABC):
     port_flag: str = "port"
     default_port: int = 0
     env_prefixes: tuple[str, ...] = ()  # its environment variables (kept in bundles, redacted)
+    # (environment variable, default under $HOME or None) of its own JIT/compile caches
+    cache_dirs: tuple[tuple[str, str | None], ...] = ()
+    cpu_bind_env: str = ""  # variable binding each rank to CPU lists (`0-3|4-7`), if it has one
     health_endpoints: tuple[HealthEndpoint, ...] = ()  # asked in order when no log is readable
     # log: prefixes it writes, phase markers (tried before COMMON_MARKERS), and message
     # patterns only it prints (to guess the engine of a log)

@@ -145,6 +145,8 @@ class SGLang(Engine):
     }
     default_port = 30000
     env_prefixes = ("SGLANG_",)
+    cache_dirs = (("SGLANG_CACHE_DIR", ".cache/sglang"),)
+    cpu_bind_env = "SGLANG_CPU_OMP_THREADS_BIND"
     log_prefixes = (LogPrefix("[", _parse_prefix),)
     distributions = ("sglang", "sgl-kernel")
     # /ready (0.5+): 200 once the warm-up request passed, 503 before; never generates.

@@ -137,6 +137,7 @@ class VLLM(Engine):
     }
     default_port = 8000
     env_prefixes = ("VLLM_",)
+    cache_dirs = (("VLLM_CACHE_ROOT", ".cache/vllm"),)
     log_prefixes = (LogPrefix("(", _parse_process), LogPrefix("DIWEC", _parse_body))
     distributions = ("vllm",)
     # The API server builds its engine client (which waits for the engine core's READY) before it

@@ -1,7 +1,7 @@
 """From any pid of a server start to the server: its launcher, command line, flags, port, log, env.
 
-The pid may be the launcher (`python -m sglang.launch_server`, `sglang serve`, `vllm serve`,
-`python -m vllm.entrypoints...`), any of its descendants (a scheduler, a worker: walk up), or
+The pid may be the launcher (each registered engine's: `python -m sglang.launch_server`, `vllm serve`,
+...; see engines/), any of its descendants (a scheduler, a worker: walk up), or
 something above it (a container's first process, a shell wrapper: walk down). Reads /proc
 directly, so `proc_root` can name a host /proc mounted elsewhere, or a fake tree in tests.
 """
