@@ -1,7 +1,7 @@
 # hangwatch agent: watches an SGLang/vLLM server start-up from a sidecar (shared PID namespace) or a host.
 #
 #   docker build -t hangwatch .
-#   docker run --pid=host --cap-add SYS_PTRACE -p 127.0.0.1:9464:9464 hangwatch attach PID --serve --host 0.0.0.0 --token "$TOKEN"
+#   docker run --pid=host --cap-add SYS_PTRACE -p 127.0.0.1:9464:9464 -e HANGWATCH_TOKEN hangwatch attach PID --serve --host 0.0.0.0
 #
 # Reading another process's Python stacks (py-spy) needs ptrace: the container must be given SYS_PTRACE.
 # Written without a Docker engine at hand: checked by reading, not built. See docs/serving.md.

@@ -13,7 +13,7 @@ import shlex
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,11 +37,14 @@ NativeOpt = Annotated[bool, typer.Option("--native/--no-native", help="Allow nat
 ServeOpt = Annotated[bool, typer.Option("--serve", help="Serve the HTTP API (verdict, stacks, metrics, bundle).")]
 HostOpt = Annotated[str, typer.Option("--host", help="API address.")]
 PortOpt = Annotated[int, typer.Option("--port", help="API port.")]
-TokenOpt = Annotated[str | None, typer.Option("--token", envvar="HANGWATCH_TOKEN", help="Bearer token the API requires.")]
+TokenOpt = Annotated[str | None, typer.Option("--token", envvar="HANGWATCH_TOKEN", help="Bearer token the API requires (prefer HANGWATCH_TOKEN or --token-file: argv is readable by every local user).")]
+TokenFileOpt = Annotated[Path | None, typer.Option("--token-file", envvar="HANGWATCH_TOKEN_FILE", help="File holding the bearer token (first line).")]
 InsecureOpt = Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback API without a token.")]
-SlackOpt = Annotated[str | None, typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts.")]
-WebhookOpt = Annotated[str | None, typer.Option("--webhook", help="URL to POST verdict alerts to as JSON.")]
-PublicOpt = Annotated[str | None, typer.Option("--public-url", help="The API's URL as alert readers reach it (links in alerts).")]
+SlackOpt = Annotated[str | None, typer.Option("--slack-webhook", envvar="HANGWATCH_SLACK_WEBHOOK", help="Slack incoming webhook URL for stall alerts (the URL is a secret: prefer the variable or --slack-webhook-file).")]
+SlackFileOpt = Annotated[Path | None, typer.Option("--slack-webhook-file", envvar="HANGWATCH_SLACK_WEBHOOK_FILE", help="File holding the Slack webhook URL.")]
+WebhookOpt = Annotated[str | None, typer.Option("--webhook", envvar="HANGWATCH_WEBHOOK", help="URL to POST verdict alerts to as JSON (prefer HANGWATCH_WEBHOOK or --webhook-file).")]
+WebhookFileOpt = Annotated[Path | None, typer.Option("--webhook-file", envvar="HANGWATCH_WEBHOOK_FILE", help="File holding the webhook URL.")]
+PublicOpt = Annotated[str | None, typer.Option("--public-url", envvar="HANGWATCH_PUBLIC_URL", help="The API's URL as alert readers reach it (links in alerts).")]
 NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Skip the preflight checks before the launch.")]
 StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not launch when the preflight finds a critical problem (exit 1).")]
 HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
@@ -89,13 +92,41 @@ class WatchOptions:
     webhook: str | None = None
     public_url: str | None = None
     history: Path | None = None
+    token_file: Path | None = None
+    webhook_file: Path | None = None
+    slack_webhook_file: Path | None = None
+
+    def with_secret_files(self) -> WatchOptions:
+        """hangwatch's own secrets read from their files (`--token-file` ...): never needed in argv."""
+        values = {}
+        for name in ("token", "webhook", "slack_webhook"):
+            path = getattr(self, f"{name}_file")
+            if path is None:
+                continue
+            if getattr(self, name):
+                flag = name.replace("_", "-")
+                raise typer.BadParameter(f"give --{flag} or --{flag}-file, not both", param_hint=f"--{flag}-file")
+            values[name] = read_secret_file(path)
+        return replace(self, **values) if values else self
+
+
+def read_secret_file(path: Path) -> str:
+    """The first line of a secret file, stripped; a missing or empty file is one clear error."""
+    try:
+        text = path.read_text(encoding="utf-8").strip().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TargetError(f"cannot read the secret file {path}: {getattr(exc, 'strerror', None) or exc}") from None
+    if not text or not text[0].strip():
+        raise TargetError(f"the secret file {path} is empty")
+    return text[0].strip()
 
 
 _SHARED = {
     "rules": RulesOpt, "json_out": JsonOpt, "exit_on": ExitOnOpt, "timeout": TimeoutOpt, "interval": IntervalOpt,
     "native": NativeOpt, "serve": ServeOpt, "host": HostOpt, "port": PortOpt, "token": TokenOpt,
     "insecure": InsecureOpt, "slack_webhook": SlackOpt, "webhook": WebhookOpt, "public_url": PublicOpt,
-    "history": HistoryOpt,
+    "history": HistoryOpt, "token_file": TokenFileOpt, "webhook_file": WebhookFileOpt,
+    "slack_webhook_file": SlackFileOpt,
 }  # fmt: skip
 
 
@@ -108,7 +139,7 @@ def with_watch_options(command: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(command)
     def handler(*args: Any, **kwargs: Any) -> None:
-        opts = WatchOptions(**{f.name: kwargs.pop(f.name) for f in fields(WatchOptions)})
+        opts = WatchOptions(**{f.name: kwargs.pop(f.name) for f in fields(WatchOptions)}).with_secret_files()
         command(*args, opts=opts, **kwargs)
 
     handler.__signature__ = inspect.Signature(own + shared)  # type: ignore[attr-defined]
