@@ -98,7 +98,7 @@ class WatchOptions:
 
     def with_secret_files(self) -> WatchOptions:
         """hangwatch's own secrets read from their files (`--token-file` ...): never needed in argv."""
-        values = {}
+        values: dict[str, Any] = {}
         for name in ("token", "webhook", "slack_webhook"):
             path = getattr(self, f"{name}_file")
             if path is None:
