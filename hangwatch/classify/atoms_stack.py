@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hangwatch.classify.conditions import AtomFn, AtomResult
-from hangwatch.classify.context import RANK_ROLES, Context, label_order
+from hangwatch.classify.context import Context, label_order
 from hangwatch.classify.facts import NO, QUANTIFIERS, ranks_text
 from hangwatch.classify.values import (
     ArgParser,
@@ -20,6 +20,7 @@ from hangwatch.classify.values import (
     parse_names,
     parse_regex,
 )
+from hangwatch.engines import rank_roles
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Frame, Origin, ProcessStack, Source, ThreadStack
 from hangwatch.parse.stacks import stack_signature
@@ -112,7 +113,7 @@ def _population(arg: FrameArg, ctx: Context) -> dict[str, ProcessStack]:
 def _has_role(ctx: Context, label: str, stack: ProcessStack, roles: frozenset[str]) -> bool:
     # A stack named `TP3` with no procs.json is some rank process: scheduler, worker or engine_core.
     role = ctx.role_of(label, stack)
-    return role in roles or (role == "rank" and bool(roles & RANK_ROLES))
+    return role in roles or (role == "rank" and bool(roles & rank_roles()))
 
 
 def _threads(stack: ProcessStack, thread: str) -> tuple[ThreadStack, ...]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hangwatch.classify.conditions import AtomFn, AtomResult
-from hangwatch.classify.context import RANK_ROLES, Context, GpuView
+from hangwatch.classify.context import Context, GpuView
 from hangwatch.classify.facts import NO, QUANTIFIERS, clip
 from hangwatch.classify.values import (
     ArgParser,
@@ -22,14 +22,15 @@ from hangwatch.classify.values import (
     parse_regex,
     parse_value,
 )
+from hangwatch.engines import COMMON_ROLES, rank_roles, role_names
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, ProcessRecord, Source
 
-ROLES = (
-    "launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller", "engine_core", "worker", "compiler", "other",
-)  # fmt: skip
-# Compilers exit when done and `other` is anything; neither dying says the server broke.
-DEAD_DEFAULT_ROLES = frozenset(ROLES) - {"compiler", "other"}
+
+def _dead_default_roles() -> frozenset[str]:
+    """Compilers exit when done and `other` is anything; neither dying says the server broke."""
+    return frozenset(role_names()) - set(COMMON_ROLES)
+
 TRENDS = ("rising", "flat", "falling")
 # Parts without NVLink between GPUs: GeForce / TITAN / workstation RTX, L4/L20/L40(S), A2/A10/A16/A40, T4,
 # Tesla P4/P40, any "PCIe" SKU.
@@ -74,16 +75,16 @@ def _trend_arg(raw: Any, site: Site) -> str:
 
 
 def _roles(raw: dict[str, Any], site: Site, default: frozenset[str]) -> frozenset[str]:
-    return parse_names(raw["roles"], "roles", site.value("roles"), ROLES) if "roles" in raw else default
+    return parse_names(raw["roles"], "roles", site.value("roles"), role_names()) if "roles" in raw else default
 
 
 def _dead_arg(raw: Any, site: Site) -> ProcArg:
     if raw is True:
-        return ProcArg(DEAD_DEFAULT_ROLES)
+        return ProcArg(_dead_default_roles())
     if not isinstance(raw, dict):
         raise RuleError(f"'{site.name}' needs true or {{roles: [..]}}", site.loc)
     check_keys(raw, site, ("roles",))
-    return ProcArg(_roles(raw, site, DEAD_DEFAULT_ROLES))
+    return ProcArg(_roles(raw, site, _dead_default_roles()))
 
 
 def _state_arg(raw: Any, site: Site) -> ProcArg:
@@ -91,7 +92,7 @@ def _state_arg(raw: Any, site: Site) -> ProcArg:
         raise RuleError(f"'{site.name}' needs {{in: [D], roles: [..]}}", site.loc)
     check_keys(raw, site, ("in", "roles"), required=("in",))
     states = parse_names(raw["in"], "in", site.value("in"), ("R", "S", "D", "Z", "T", "I"))
-    return ProcArg(_roles(raw, site, frozenset(ROLES)), states)
+    return ProcArg(_roles(raw, site, frozenset(role_names())), states)
 
 
 def _wchan_arg(raw: Any, site: Site) -> ProcArg:
@@ -100,14 +101,14 @@ def _wchan_arg(raw: Any, site: Site) -> ProcArg:
     if not isinstance(raw, dict):
         raise RuleError(f"'{site.name}' needs a regex or {{matches: REGEX, roles: [..]}}", site.loc)
     check_keys(raw, site, ("matches", "roles"), required=("matches",))
-    return ProcArg(_roles(raw, site, frozenset(ROLES)), wchan=parse_regex(raw["matches"], site.value("matches")))
+    return ProcArg(_roles(raw, site, frozenset(role_names())), wchan=parse_regex(raw["matches"], site.value("matches")))
 
 
 def _children_arg(raw: Any, site: Site) -> ProcArg:
     if isinstance(raw, dict):
         check_keys(raw, site, ("in",), required=("in",))
-        return ProcArg(parse_names(raw["in"], "in", site.value("in"), ROLES))
-    return ProcArg(parse_names(raw, "role", site.loc, ROLES))
+        return ProcArg(parse_names(raw["in"], "in", site.value("in"), role_names()))
+    return ProcArg(parse_names(raw, "role", site.loc, role_names()))
 
 
 # ---------------------------------------------------------------- GPUs
@@ -223,7 +224,7 @@ def proc_children(arg: ProcArg, ctx: Context) -> AtomResult:
 
 
 def proc_threads(spec: ValueSpec, ctx: Context) -> AtomResult:
-    ranks = [p for p in ctx.evidence.procs if p.role in RANK_ROLES and p.num_threads is not None]
+    ranks = [p for p in ctx.evidence.procs if p.role in rank_roles() and p.num_threads is not None]
     found = [p for p in ranks if holds(spec, p.num_threads)]
     if not found:
         return NO

@@ -12,12 +12,12 @@ from typing import Any
 
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
-from hangwatch.classify.context import RANK_ROLES, Context, label_order
+from hangwatch.classify.context import Context, label_order
 from hangwatch.classify.differential import candidates_for, cites, failure_tier
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
-from hangwatch.engines import MAIN, env_prefixes, ready_seen
+from hangwatch.engines import MAIN, env_prefixes, rank_roles, ready_seen
 from hangwatch.model import (
     Evidence,
     Fact,
@@ -143,7 +143,7 @@ def is_crashed(ctx: Context) -> bool:
     procs = ctx.evidence.procs
     if any(p.role == "launcher" and not p.alive for p in procs):
         return True
-    ranks = [p for p in procs if p.role in RANK_ROLES]
+    ranks = [p for p in procs if p.role in rank_roles()]
     return bool(ranks) and not any(p.alive and p.state != "Z" for p in ranks)
 
 
@@ -281,7 +281,7 @@ def _who(proc: ProcessRecord) -> str:
 def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     if ranked:
         return _from_match(State.CRASHED, ranked[0], ranked, ctx)
-    dead = [p for p in ctx.evidence.procs if not p.alive and p.role in (*RANK_ROLES, "launcher")]
+    dead = [p for p in ctx.evidence.procs if not p.alive and p.role in (*rank_roles(), "launcher")]
     facts = tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead)
     return Verdict(
         state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],

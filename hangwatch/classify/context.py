@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from hangwatch.classify import logscan
-from hangwatch.engines import MAIN, flag_aliases, get_engine, rank_positions, ready_seen, server_port
+from hangwatch.engines import MAIN, flag_aliases, get_engine, rank_positions, rank_roles, ready_seen, server_port
 from hangwatch.model import (
     Evidence,
     GpuSample,
@@ -28,7 +28,6 @@ from hangwatch.model import (
 from hangwatch.parse.failures import Failure, read_failures
 from hangwatch.parse.pasted import compute_capability
 
-RANK_ROLES = frozenset({"scheduler", "worker", "engine_core"})
 META_FLAG_FALLBACKS = ("nnodes", "tp")  # flags a meta-only bundle still knows
 TREND_WINDOW_S = 120.0  # the GPU memory trend looks at the last two minutes of samples
 TREND_MIN_MIB = 64.0  # smaller changes are allocator noise, not progress
@@ -256,7 +255,7 @@ class Context:
 
     def is_rank(self, label: str, stack: ProcessStack) -> bool:
         proc = self.proc_of(stack)
-        return bool(_RANK_LABEL.match(label)) or (proc is not None and proc.role in RANK_ROLES)
+        return bool(_RANK_LABEL.match(label)) or (proc is not None and proc.role in rank_roles())
 
     @cached_property
     def rank_stacks(self) -> dict[str, ProcessStack]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from hangwatch.engines.base import (
+    COMMON_ROLES,
     MAIN,
     Engine,
     LogPrefix,
@@ -30,7 +31,7 @@ from hangwatch.model import LogLine
 __all__ = [
     "ENGINES", "MAIN", "Engine", "LogPrefix", "Marker", "ParsedPrefix", "engine_names", "engines",
     "env_prefixes", "flag_aliases", "get_engine", "guess_engine", "rank_positions", "ready_seen",
-    "register", "server_port", "strip_uvicorn", "unregister",
+    "rank_roles", "register", "role_names", "server_port", "server_roles", "strip_uvicorn", "unregister",
 ]  # fmt: skip
 
 # The registry: every engine hangwatch knows, in the order they are asked.
@@ -70,6 +71,21 @@ def get_engine(name: str) -> Engine:
         if engine.name == wanted:
             return engine
     raise ValueError(f"unknown engine {name!r}; known: {', '.join(sorted(engine_names()))}")
+
+
+def server_roles() -> frozenset[str]:
+    """Every role an engine's process can take (`scheduler`, `worker`, `launcher`, ...)."""
+    return frozenset(role for engine in ENGINES for role in engine.roles)
+
+
+def rank_roles() -> frozenset[str]:
+    """Roles of rank processes, of any engine (`scheduler`, `engine_core`, `worker`)."""
+    return frozenset(role for engine in ENGINES for role in engine.rank_roles)
+
+
+def role_names() -> tuple[str, ...]:
+    """Every role a process table can hold, as rules may name them."""
+    return (*dict.fromkeys(role for engine in ENGINES for role in engine.roles), *COMMON_ROLES)
 
 
 def env_prefixes() -> tuple[str, ...]:

@@ -158,6 +158,9 @@ def clean_cmdline(cmdline: str) -> str:
     return cmdline.replace("\x00", " ").strip()
 
 
+COMMON_ROLES = ("compiler", "other")  # roles of any engine's tree: JIT compilers, anything else
+
+
 def common_role(cmdline: str) -> tuple[str, str | None] | None:
     """Roles that do not depend on the engine: compilers, and spawned children not yet titled.
 
@@ -192,6 +195,10 @@ class Engine(abc.ABC):
     source_dirs: frozenset[str] = frozenset()
     source_files: frozenset[str] = frozenset()
     distributions: tuple[str, ...] = ()  # its pip distributions (preflight reads their versions)
+    # processes: every role its titles give (`process_role`), and those of its rank processes
+    # (schedulers, workers: stacked, compared across ranks, their death is a crash)
+    roles: tuple[str, ...] = ()
+    rank_roles: frozenset[str] = frozenset()
     # launch: the argv entry after which the engine's own arguments start (module or script), the
     # executable of a `NAME serve MODEL` CLI, and how a user starts it (for messages)
     program: str = ""

@@ -132,6 +132,8 @@ class SGLang(Engine):
         "parallel_state.py launch_server.py engine.py scheduler_process.py tokenizer_manager.py "
         "detokenizer_manager.py data_parallel_controller.py".split()
     )
+    roles = ("launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller")
+    rank_roles = frozenset({"scheduler"})
     program = r"sglang\.launch_server|launch_server\.py"
     serve_command = "sglang"
     launch_hint = "python -m sglang.launch_server, sglang serve"

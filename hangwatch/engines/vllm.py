@@ -126,6 +126,8 @@ class VLLM(Engine):
     source_files = frozenset(
         "gpu_model_runner.py gpu_worker.py core.py parallel_state.py kv_cache_configurator.py".split()
     )
+    roles = ("launcher", "engine_core", "worker", "tokenizer", "dp_controller")
+    rank_roles = frozenset({"engine_core", "worker"})
     program = r"vllm\.entrypoints\.[\w.]+|api_server\.py"
     serve_command = "vllm"
     launch_hint = "vllm serve, python -m vllm.entrypoints..."

@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from hangwatch.engines import engines, env_prefixes, server_port
+from hangwatch.engines import engines, env_prefixes, rank_roles, server_port
 from hangwatch.errors import SourceUnavailable, TargetError
 from hangwatch.parse.flags import parse_flags
 from hangwatch.redact import filter_env, redact_cmdline
@@ -111,14 +111,13 @@ def _launcher(pid: int, cmdline: str, proc_root: str) -> tuple[int, str] | None:
     return _embedding_process(pid, proc_root)
 
 
-_RANK_ROLES = frozenset({"scheduler", "engine_core", "worker"})
 
 
 def _rank_engine(pid: int, proc_root: str) -> str | None:
     cmdline = read_cmdline(pid, proc_root=proc_root) or ""
     for engine in engines():
         role = engine.process_role(cmdline)
-        if role is not None and role[0] in _RANK_ROLES:
+        if role is not None and role[0] in rank_roles():
             return engine.name
     return None
 

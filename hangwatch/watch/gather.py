@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from hangwatch.engines import Engine, get_engine, guess_engine
+from hangwatch.engines import Engine, get_engine, guess_engine, server_roles
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     EndpointAnswer,
@@ -32,11 +32,10 @@ from hangwatch.sources.logfind import LogLocation
 from hangwatch.sources.logreader import LogReader, open_log
 from hangwatch.sources.ports import read_listening
 
-__all__ = ["LiveSources", "StackTarget", "stack_targets", "STACK_ROLES"]
+__all__ = ["LiveSources", "StackTarget", "stack_targets"]
 
 # Processes worth a stack: every Python process of the server. Compilers are not Python, and
 # "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
-STACK_ROLES = frozenset({"launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller", "engine_core", "worker"})
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
 _LOG_BYTES_PER_TICK = 16 << 20  # a flooding log is read in steps; one tick stays around 100 ms
@@ -51,7 +50,7 @@ class StackTarget:
 def stack_targets(procs: Iterable[ProcessRecord], limit: int) -> list[StackTarget]:
     """The alive Python processes of the server, labelled by rank, else by pid (BUNDLE.md)."""
     alive = [p for p in procs if p.alive and p.role != "compiler"]
-    known = [p for p in alive if p.role in STACK_ROLES]
+    known = [p for p in alive if p.role in server_roles()]  # the engines' own processes, not compilers
     chosen = known or [p for p in alive if "python" in p.cmdline.split(" ", 1)[0]]
     seen: set[str] = set()
     targets = []

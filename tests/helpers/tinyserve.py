@@ -29,6 +29,8 @@ class TinyServe(Engine):
     title = "TinyServe"
     packages = frozenset({"tinyserve"})
     checkout = r"core|serve\.py"
+    roles = ("launcher", "worker", "router")
+    rank_roles = frozenset({"worker"})
     program = r"tinyserve\.serve"
     serve_command = "tinyserve"
     launch_hint = "python -m tinyserve.serve, tinyserve serve"
