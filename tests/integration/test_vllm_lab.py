@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -154,39 +155,80 @@ def _tree(pid: int) -> list[tuple[int, str]]:
     return out
 
 
-def test_vllm_tp2_from_any_pid_roles_ranks_and_ready(lab: Start) -> None:
-    """The one TP=2 start of the suite: discovery from every pid of the tree, before and after the
-    workers get their TP titles; ranks and roles; stacks of both workers; ready."""
+def _marked(marker: str) -> list[int]:
+    """Live processes whose environment carries HANGWATCH_TEST_RUN=marker."""
+    needle = f"HANGWATCH_TEST_RUN={marker}\0".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            alive = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+            if alive and needle in Path(f"/proc/{name}/environ").read_bytes():
+                found.append(int(name))
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:  # vLLM binds its HTTP port before it starts the engine
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_vllm_tp2_run_from_any_pid_roles_ranks_and_ready(tmp_path: Path) -> None:
+    """The one TP=2 start of the suite, started by `hangwatch run -- vllm serve ...`: discovery
+    from every pid of the tree, before and after the workers get their TP titles; ready."""
     from hangwatch.engines import get_engine
     from hangwatch.sources.discover import discover
 
     vllm = get_engine("vllm")
-    header = lab("vllm-healthy-tp2")
-    launcher = header["pid"]
-    watch = subprocess.Popen([HANGWATCH, "attach", str(launcher), "--json", "--exit-on", "ready,crashed", "--timeout", str(START_TIMEOUT_S)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen: dict[str, int] = {}  # role/title kind -> a pid seen in it
+    marker = f"vllm-tp2-{os.getpid()}"
+    port = _free_port()
+    env = {**os.environ, "HANGWATCH_TEST_RUN": marker, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0|1",
+           "TMPDIR": str(tmp_path), "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+    serve = [VLLM_PYTHON, str(Path(VLLM_PYTHON).parent / "vllm"), "serve", str(ROOT / "lab" / ".work" / "tiny-llama-hd64"),
+             "--port", str(port), "--host", "127.0.0.1", "--max-model-len", "512", "--dtype", "float32", "--enforce-eager",
+             "--tensor-parallel-size", "2", "--distributed-executor-backend", "mp"]
+    # GIVEN `hangwatch run` starting a real TP=2 vLLM server and gating on it
+    watch = subprocess.Popen([HANGWATCH, "run", "--json", "--exit-on", "ready,stalled,crashed", "--timeout", str(START_TIMEOUT_S),
+                              "--log", str(tmp_path / "server.log"), "--", *serve],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    seen: dict[str, int] = {}  # kind of process -> the pid discovery started from
+    launcher = None
     try:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline and watch.poll() is None:
-            for pid, cmdline in _tree(launcher):
+            for pid, cmdline in _tree(watch.pid)[1:]:
                 role = vllm.process_role(cmdline)
-                kind = "untitled" if "spawn_main" in cmdline else (role[0] + (f"/{role[1]}" if role and role[1] else "")) if role else None
-                if kind and kind not in seen:
-                    # WHEN discovery starts from this pid (the moment it is seen)
-                    server = discover(pid)
-                    # THEN it finds the API server, as vLLM, on the scenario's port
-                    assert (server.launcher_pid, server.engine, server.port) == (launcher, "vllm", header["port"]), (kind, cmdline)
-                    seen[kind] = pid
-            time.sleep(0.5)
-        out, err = watch.communicate(timeout=60)
+                if role is None or role[0] == "compiler":
+                    continue
+                kind = "untitled" if "spawn_main" in cmdline else role[0] + (f"/{role[1]}" if role[1] else "")
+                if role[0] == "launcher":
+                    launcher = pid
+                if kind in seen or launcher is None:
+                    continue
+                # WHEN discovery starts from this pid, the moment it is seen
+                server = discover(pid)
+                # THEN it finds the API server, as vLLM, on its port
+                assert (server.launcher_pid, server.engine, server.port) == (launcher, "vllm", port), (kind, cmdline)
+                seen[kind] = pid
+            time.sleep(0.3)
+        out, err = watch.communicate(timeout=120)
+        lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+        # THEN `run` ends on ready, never stalled on the way
+        assert lines and lines[-1]["state"] == "ready" and watch.returncode == 0, err[-3000:]
+        assert lines[-1]["engine"] == "vllm"
+        assert not [v for v in lines if v["state"] == "stalled"], _show(next(v for v in lines if v["state"] == "stalled"))
+        # AND every kind of process was discovered from: the API server, the EngineCore, workers
+        # before (`VLLM::Worker`) and after (`VLLM::Worker_TP0/1`) distributed init
+        assert {"launcher", "engine_core", "worker", "worker/TP0", "worker/TP1"} <= set(seen), seen
+        # AND a ready server keeps running after `run` exits
+        assert launcher is not None and launcher in _marked(marker)
     finally:
         if watch.poll() is None:
             watch.kill()
             watch.communicate()
-    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
-    assert lines and lines[-1]["state"] == "ready", err[-3000:]
-    # every kind of process was discovered from: the API server, the EngineCore, workers before
-    # (`VLLM::Worker`) and after (`VLLM::Worker_TP0/1`) distributed init
-    assert {"launcher", "engine_core", "worker", "worker/TP0", "worker/TP1"} <= set(seen), seen
-    assert not [v for v in lines if v["state"] == "stalled"], _show(next(v for v in lines if v["state"] == "stalled"))
+        for pid in _marked(marker):
+            os.kill(pid, signal.SIGKILL)
