@@ -11,10 +11,10 @@ import shutil
 import sys
 from pathlib import Path
 
+from bundle_cases import CASES  # run as a script, its own folder is on the path
+from bundle_lib import dumps
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from bundle_cases import CASES  # noqa: E402
-from bundle_lib import dumps  # noqa: E402
 
 FILES = (("log", "server.log"), ("cmdline", "cmdline.txt"), ("env", "env.txt"), ("ports", "ports.txt"), ("dmesg", "dmesg.txt"))
 
