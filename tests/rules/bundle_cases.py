@@ -1057,3 +1057,6 @@ case("first-failure-reading-weights", "fires", "incomplete-shard", meta=meta(tp=
 case("first-failure-reading-weights", "fires", "nfs-stale-handle", meta=meta("vllm", tp=4),
      log="OSError: [Errno 116] Stale file handle: '/mnt/nfs/models/Llama-3.3-70B/model-00007-of-00030.safetensors'\n")
 case("first-failure-reading-weights", "quiet", "weights-fine-oom", meta=meta(tp=1), log="torch.OutOfMemoryError: CUDA out of memory.\n")
+case("first-failure-cuda-init-ambiguous", "fires", "unknown-error-at-init", meta=meta(tp=1),
+     log="RuntimeError: CUDA error: unknown error\nCUDA kernel errors might be asynchronously reported at some other API call\n")
+case("first-failure-cuda-init-ambiguous", "quiet", "invalid-argument", meta=meta(tp=1), log="RuntimeError: CUDA error: invalid argument\n")
