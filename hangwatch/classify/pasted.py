@@ -19,25 +19,27 @@ def with_pasted(evidence: Evidence) -> Evidence:
     if not evidence.log:
         return evidence
     texts = [line.text for line in evidence.log]
+    whole = "\n".join(texts)  # each reader runs only where its marks appear at all: logs are long
     changes: dict[str, object] = {}
-    if not evidence.gpus:
+    if not evidence.gpus and ("MiB" in whole or "GPU " in whole or "device" in whole or "compute_cap" in whole):
         gpus = pasted.gpus_in(texts)
         if gpus:
             changes["gpus"] = (GpuSample(0.0, gpus),)
-    kernel = pasted.kernel_lines_in(texts)
-    if kernel:
-        changes["dmesg"] = (*evidence.dmesg, *(k for k in kernel if k not in evidence.dmesg))
-    if not evidence.procs:
+    if "NVRM" in whole or "Xid" in whole or "Kill" in whole or "oom" in whole or "blocked for more" in whole or "DMAR" in whole:
+        kernel = pasted.kernel_lines_in(texts)
+        if kernel:
+            changes["dmesg"] = (*evidence.dmesg, *(k for k in kernel if k not in evidence.dmesg))
+    if not evidence.procs and "PID" in whole:  # a ps/top listing comes with its header
         procs = pasted.as_records(pasted.processes_in(texts))
         if procs:
             changes["procs"] = procs
     meta = dict(evidence.meta)
     if meta.get("tp") is None and not any(k.lstrip("-").replace("_", "-") in _tp_keys() for k in evidence.flags):
-        ranks = pasted.ranks_in(texts)
+        ranks = pasted.ranks_in(texts) if ("ranks" in whole or "Rank" in whole) else None
         if ranks:
             meta["tp"] = ranks
     if meta.get("shm_size_mib") is None:
-        size = pasted.shm_size_mib_in(texts)
+        size = pasted.shm_size_mib_in(texts) if "/dev/shm" in whole else None
         if size is not None:
             meta["shm_size_mib"] = size
     if meta != dict(evidence.meta):
