@@ -138,7 +138,7 @@ def _in_process_first_tick(pid: int, big: Path) -> None:
     rules = load_rules()
     started = time.perf_counter()
     watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(big)))
-    verdict = watcher.tick()
+    _, verdict = watcher.tick()
     elapsed = time.perf_counter() - started
     print(f"   in process (rules loaded): discover + first tick {elapsed * 1000:.0f} ms, "
           f"{len(watcher.log.lines)} lines read, {verdict.state.value}")

@@ -330,6 +330,68 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Refinement:
+    """The cause of a stall episode changed, to one held with more confidence."""
+
+    at: float  # epoch seconds
+    cause: str
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": round(self.at, 3), "cause": self.cause, "confidence": round(self.confidence, 2)}
+
+
+@dataclass(frozen=True)
+class StallEpisode:
+    """One stall, from the first stalled verdict to real progress or a crash (docs/live.md)."""
+
+    id: str
+    started_at: float  # epoch seconds
+    state: str  # "stalled" | "crashed" | "resolved"
+    cause: str | None
+    confidence: float = 0.0
+    refined: tuple[Refinement, ...] = ()
+    ended_at: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "started_at": round(self.started_at, 3), "state": self.state, "cause": self.cause,
+                "refined": [r.to_dict() for r in self.refined]}
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """The final blocker: the rank or process at the end of the wait-for chain."""
+
+    rank: str | None  # "TP1", or None for a process without a rank
+    pid: int | None
+    waits_on: str  # "a FIFO (open for read, no writer)", "the GPU", "TP3 (exited)", ...
+    frame: str | None  # the frame it waits in, "func (file.py:123)"
+    state: str | None  # the process state letter (S, D, R, Z) or "exited"
+    for_s: float | None  # how long it has been in this wait
+    chain: tuple[str, ...] = ()  # who waits for whom, first waiter to the blocker ("TP0", "TP1")
+    definite: bool = False  # a cycle, or a wait on a dead or absent rank: it cannot end by itself
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"rank": self.rank, "pid": self.pid, "waits_on": self.waits_on, "frame": self.frame,
+                "state": self.state, "for_s": None if self.for_s is None else round(self.for_s, 1),
+                "chain": list(self.chain), "definite": self.definite}
+
+
+@dataclass(frozen=True)
+class Eta:
+    """When the server should be ready, from past starts of the same setup."""
+
+    ready_in_s: float | None
+    from_starts: int
+    budget_s: float | None  # the learned budget of the current phase: past it, with nothing moving, stalled
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"ready_in_s": None if self.ready_in_s is None else round(self.ready_in_s, 1),
+                "from_starts": self.from_starts,
+                "budget_s": None if self.budget_s is None else round(self.budget_s, 1)}
+
+
+@dataclass(frozen=True)
 class Verdict:
     state: State
     cause: str | None  # a CAUSES.md id; None while healthy
@@ -348,6 +410,10 @@ class Verdict:
     engine: str | None = None
     references: tuple[str, ...] = ()
     candidates: tuple[Candidate, ...] = ()  # the differential: up to 3 causes, best first
+    # live only (docs/live.md): the stall episode this verdict belongs to, the final blocker, the ETA
+    episode: StallEpisode | None = None
+    blocker: Blocker | None = None
+    eta: Eta | None = None
 
     @property
     def confidence_label(self) -> str:
@@ -377,6 +443,9 @@ class Verdict:
             "engine": self.engine,
             "references": list(self.references),
             "candidates": [candidate.to_dict() for candidate in self.candidates],
+            "episode": self.episode.to_dict() if self.episode else None,
+            "blocker": self.blocker.to_dict() if self.blocker else None,
+            "eta": self.eta.to_dict() if self.eta else None,
         }
 
 

@@ -6,6 +6,7 @@ path for pytest; no test edits sys.path)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -31,3 +32,12 @@ def stalled() -> Verdict:
 @pytest.fixture
 def view(stalled: Verdict) -> StaticView:
     return make_view(stalled)
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test (and every hangwatch it starts) keeps past starts in its own folder: a start
+    learned in one test must not shorten the budgets of the next (docs/live.md, learned budgets)."""
+    state = tmp_path_factory.mktemp("state")
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    return state

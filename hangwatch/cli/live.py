@@ -23,6 +23,7 @@ from hangwatch.cli.preflight import preflight_before_launch
 from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
 from hangwatch.model import Verdict
+from hangwatch.watch.observation import Observation
 
 __all__ = ["attach", "run", "collect"]
 
@@ -47,7 +48,8 @@ WebhookFileOpt = Annotated[Path | None, typer.Option("--webhook-file", envvar="H
 PublicOpt = Annotated[str | None, typer.Option("--public-url", envvar="HANGWATCH_PUBLIC_URL", help="The API's URL as alert readers reach it (links in alerts).")]
 NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Skip the preflight checks before the launch.")]
 StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not launch when the preflight finds a critical problem (exit 1).")]
-HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions and alerts.")]
+HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions, alerts and past starts (default for past starts: $XDG_STATE_HOME/hangwatch/history.sqlite).")]
+LearnOpt = Annotated[bool, typer.Option("--learn/--no-learn", help="Learn phase budgets and the ETA from past starts of the same setup (kept in the history file).")]
 
 
 def _load_rules(extra: list[Path] | None) -> list[Any]:
@@ -95,6 +97,7 @@ class WatchOptions:
     token_file: Path | None = None
     webhook_file: Path | None = None
     slack_webhook_file: Path | None = None
+    learn: bool = True
 
     def with_secret_files(self) -> WatchOptions:
         """hangwatch's own secrets read from their files (`--token-file` ...): never needed in argv."""
@@ -126,7 +129,7 @@ _SHARED = {
     "native": NativeOpt, "serve": ServeOpt, "host": HostOpt, "port": PortOpt, "token": TokenOpt,
     "insecure": InsecureOpt, "slack_webhook": SlackOpt, "webhook": WebhookOpt, "public_url": PublicOpt,
     "history": HistoryOpt, "token_file": TokenFileOpt, "webhook_file": WebhookFileOpt,
-    "slack_webhook_file": SlackFileOpt,
+    "slack_webhook_file": SlackFileOpt, "learn": LearnOpt,
 }  # fmt: skip
 
 
@@ -156,8 +159,10 @@ def attach(
     from hangwatch.watch import Watcher
 
     options = _options(opts)
-    watcher = Watcher(discover(pid), _load_rules(opts.rules), _config(log, opts.interval, opts.native))
-    with _Sinks(watcher, opts) as sinks:
+    store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
+    config = _config(log, opts.interval, opts.native, learn=opts.learn)
+    watcher = Watcher(discover(pid), _load_rules(opts.rules), config, book=store if opts.learn else None)
+    with _Sinks(watcher, store, opts) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks).run()
     raise typer.Exit(code)
 
@@ -184,6 +189,7 @@ def run(
     existed = log_path.exists() and log_path.stat().st_size > 0
     rule_set = _load_rules(opts.rules)
     report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
+    store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
     try:
         child = launch(cmd, log_path)
     except OSError as exc:
@@ -192,12 +198,35 @@ def run(
     print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
     # an existing --log file: watch only what this run appends
     config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
-                     preflight=report.findings if report else ())
-    watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config)
-    with _Sinks(watcher, opts, preflight=report.to_dict() if report else None) as sinks:
+                     preflight=report.findings if report else (), learn=opts.learn)
+    watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config, book=store if opts.learn else None)
+    with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
     _report_exit(child, code, options)
     raise typer.Exit(code)
+
+
+def default_history_path() -> Path:
+    """$XDG_STATE_HOME/hangwatch/history.sqlite (~/.local/state/... when unset)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "hangwatch" / "history.sqlite"
+
+
+def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
+    """The SQLite history: --history, else the default file when learning, else in memory when
+    alerts or the API need one. A default file that cannot be opened costs only the learning."""
+    from hangwatch.sinks.store import HistoryStore
+
+    if history is not None:
+        return HistoryStore(str(history))
+    if learn:
+        path = default_history_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            return HistoryStore(str(path))
+        except Exception as exc:  # OSError, sqlite3.Error: a read-only or full home
+            print(f"hangwatch: warning: cannot keep past starts in {path}: {exc}", file=sys.stderr)
+    return HistoryStore(":memory:") if needed else None
 
 
 def _report_exit(child: Any, code: int, options: SessionOptions) -> None:
@@ -250,12 +279,12 @@ def collect(
 
 
 def _sample(watcher: Any, samples: int, interval: float) -> Verdict:
-    verdict = watcher.tick()
+    _, verdict = watcher.tick()
     for n in range(samples):
         watcher.sample_stacks_now()
         if n + 1 < samples:
             time.sleep(interval)
-        verdict = watcher.tick()
+        _, verdict = watcher.tick()
     return verdict
 
 
@@ -274,12 +303,12 @@ def _write_bundle(files: dict[str, bytes], output: Path) -> None:
 class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
-    def __init__(self, watcher: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None):
-        self.watcher, self.serve, self.host, self.port = watcher, opts.serve, opts.host, opts.port
+    def __init__(self, watcher: Any, store: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None):
+        self.watcher, self.store, self.serve, self.host, self.port = watcher, store, opts.serve, opts.host, opts.port
         self.preflight = preflight  # the report served at /preflight (`run` only)
         self.token, self.insecure, self.slack, self.webhook = opts.token, opts.insecure, opts.slack_webhook, opts.webhook
         self.public_url, self.history = opts.public_url, opts.history
-        self.callbacks: list[Callable[[Verdict], None]] = []
+        self.callbacks: list[Callable[[Observation, Verdict], None]] = []
         self._closers: list[Callable[[], None]] = []
 
     def __enter__(self) -> _Sinks:
@@ -302,13 +331,12 @@ class _Sinks:
         self.watcher.close()
 
     def _store(self) -> Any:
+        if self.store is not None:
+            self._closers.append(self.store.close)
+        # the default file keeps past starts only; transitions and alerts when asked for
         if self.history is None and not (self.slack or self.webhook or self.serve):
             return None
-        from hangwatch.sinks.store import HistoryStore
-
-        store = HistoryStore(str(self.history) if self.history else ":memory:")
-        self._closers.append(store.close)
-        return store
+        return self.store
 
     def _alerts(self, store: Any) -> None:
         if store is None:
@@ -326,8 +354,7 @@ class _Sinks:
         if self.webhook:
             sinks.append(WebhookSink(self.webhook))
         dispatcher = AlertDispatcher(sinks, store)
-        name = self.watcher.view.server_name
-        self.callbacks.append(lambda verdict: dispatcher.on_verdict(verdict, name))
+        self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 
         def close() -> None:
             dispatcher.flush(5.0)

@@ -22,11 +22,12 @@ from hangwatch.model import State, Verdict
 from hangwatch.sinks.report import print_verdict
 from hangwatch.sinks.terminal import render, verdict_json, verdict_line
 from hangwatch.watch import Watcher
+from hangwatch.watch.observation import Observation
 
 __all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]
 
 EXIT_READY, EXIT_NOT_READY, EXIT_INTERRUPTED = 0, 1, 130
-VerdictCallback = Callable[[Verdict], None]
+VerdictCallback = Callable[[Observation, Verdict], None]  # called every tick; must not block
 
 
 def parse_exit_on(text: str | None) -> frozenset[State]:
@@ -59,6 +60,7 @@ class Session:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     child_pid: int | None = None  # `run`: our own child; its exit ends the session
     pump: Callable[[Callable[[str], None]], None] | None = None  # `run`: copies server output
+    _observation: Observation | None = None
     _stop_signal: int | None = None
     _child_gone: bool = False
     _timed_out: bool = False
@@ -98,7 +100,8 @@ class Session:
 
             while True:
                 verdict, _ = self._step(echo)
-                live.update(render(self.watcher))
+                assert self._observation is not None
+                live.update(render(self._observation, verdict))
                 code = self._finished(verdict)
                 if code is not None:
                     break
@@ -108,11 +111,12 @@ class Session:
     def _step(self, echo: Callable[[str], None]) -> tuple[Verdict, bool]:
         if self.pump is not None:
             self.pump(echo)
-        before = len(self.watcher.transitions.items())
-        verdict = self.watcher.tick()
+        before = len(self._observation.transitions) if self._observation else 0
+        observation, verdict = self.watcher.tick()
+        self._observation = observation
         for sink in self.sinks:
-            sink(verdict)
-        return verdict, len(self.watcher.transitions.items()) != before
+            sink(observation, verdict)
+        return verdict, len(observation.transitions) != before
 
     def _echo_plain(self, text: str) -> None:
         # `--json` keeps stdout for verdicts: the server's own output goes to stderr then
@@ -142,7 +146,7 @@ class Session:
         t = self.watcher.observed_for()
         if self.options.json:
             if timed_out or verdict.state not in self.options.exit_on:
-                self._write(verdict_json(verdict, t, self.watcher.view.server_name, final=True, timeout=timed_out))
+                self._write(verdict_json(verdict, t, self._server_name, final=True, timeout=timed_out))
         else:
             if timed_out:
                 self._write(f"hangwatch: timed out after {self.options.timeout_s:g}s, the server is {verdict.state.value}")
@@ -154,9 +158,13 @@ class Session:
     def _emit(self, verdict: Verdict) -> None:
         t = self.watcher.observed_for()
         if self.options.json:
-            self._write(verdict_json(verdict, t, self.watcher.view.server_name))
+            self._write(verdict_json(verdict, t, self._server_name))
         else:
             self._write(verdict_line(verdict, t))
+
+    @property
+    def _server_name(self) -> str:
+        return self._observation.server.name if self._observation else self.watcher.view.server_name
 
     def _write(self, line: str) -> None:
         self.out.write(line + "\n")

@@ -13,7 +13,9 @@ Slack's mrkdwn: a log line cannot `<!channel>` or disguise a link.
         └── decision thread: transitions and episodes in the HistoryStore, which alerts are due
               └── one delivery thread per sink: retries with backoff, 429 honours Retry-After
 
-An episode starts when the state becomes stalled or crashed and ends when it leaves both. Its id
+An episode starts when the state becomes stalled or crashed and ends when it leaves both (the live
+loop keeps a stall stalled until real progress, docs/live.md, so "resolved" means the server moved).
+A cause refined inside the episode (a new cause with higher confidence) sends one "cause refined". Its id
 is persisted, with one delivery record per (episode, sink, kind), so a daemon restarted after
 kill -9 neither loses history nor alerts again for an episode it already alerted. Incoming Slack
 webhooks cannot edit a message (no `ts` comes back), so "resolved" is a second message.
@@ -127,7 +129,7 @@ class WebhookSink:
         self.client, self.name = slack_client(url, timeout=timeout), name
 
     def send(self, alert: Alert) -> None:
-        body = {"event": alert.kind, "server": alert.server, "episode_id": alert.episode_id, "at": alert.at,
+        body = {"event": alert.kind.split(":", 1)[0], "server": alert.server, "episode_id": alert.episode_id, "at": alert.at,
                 "started": alert.started, "verdict": alert.verdict}
         _post(self.client, body, alert)
 
@@ -309,9 +311,12 @@ class AlertDispatcher:
         if episode is not None and verdict.state is State.STARTING:
             return  # a (re)started watcher's first look knows nothing yet: the open episode stands (no false "resolved")
         if verdict.state in ALERTING:
-            episode = episode or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at)
+            live_id = verdict.episode.id if verdict.episode else None
+            episode = episode or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at,
+                                                          episode_id=live_id)
             self._transition(verdict, server, at, body, episode.id)
             self._submit("firing", Alert("firing", server, episode.id, body, at, episode.started, episode.state))
+            self._refined(verdict, server, at, body, episode)
         elif episode is not None:
             # transition first: if a write fails (full disk) the episode is still open, so the retry resolves it
             self._transition(verdict, server, at, body, episode.id)
@@ -319,6 +324,17 @@ class AlertDispatcher:
             self._submit("resolved", Alert("resolved", server, episode.id, body, at, episode.started, episode.state))
         else:
             self._transition(verdict, server, at, body, None)
+
+    def _refined(self, verdict: Verdict, server: str, at: float, body: dict[str, Any], episode: Any) -> None:
+        """One "cause refined" message per new cause the live loop settled on with more confidence
+        (docs/live.md): a cause it merely saw, weaker than the one given, sends nothing."""
+        live = verdict.episode
+        if live is None or not live.refined or verdict.cause != live.refined[-1].cause:
+            return
+        last = live.refined[-1]
+        if self.store.refine_episode(episode.id, last.cause, last.confidence, at=at):
+            kind = f"refined:{last.cause}"  # one delivery record per refined cause
+            self._submit(kind, Alert(kind, server, episode.id, body, at, episode.started, episode.state))
 
     def _transition(self, verdict: Verdict, server: str, at: float, body: dict[str, Any], episode_id: str | None) -> None:
         last = self.store.last_transition(server)
@@ -352,7 +368,10 @@ _FACTS_SHOWN = 8
 def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]:
     """`{"text", "blocks"}` for one alert, inside Slack's limits; stacks are linked, never inlined."""
     alert = _escaped(alert)  # every string below comes from the server or its log: no live mrkdwn in it
-    blocks = _firing_blocks(alert) if alert.kind == "firing" else _resolved_blocks(alert)
+    if alert.kind.startswith("refined"):
+        blocks = _refined_blocks(alert)
+    else:
+        blocks = _firing_blocks(alert) if alert.kind == "firing" else _resolved_blocks(alert)
     blocks += _links(public_url)
     blocks.append(_context(f"episode `{alert.episode_id}` · hangwatch · {_when(alert.at)}"))
     return {"text": _fallback(alert), "blocks": blocks[:_MAX_BLOCKS]}
@@ -400,6 +419,22 @@ def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
     return blocks
 
 
+def _refined_blocks(alert: Alert) -> list[dict[str, Any]]:
+    """Still the same stall; only its cause is now better known."""
+    v = alert.verdict
+    blocks = [_header(f"{STATE_ICONS.get(v['state'], '')} {alert.server}: cause refined to {v['cause']}")]
+    before = [r["cause"] for r in ((v.get("episode") or {}).get("refined") or [])][:-1]
+    text = (f"Still {v['state']} (episode started {duration_text(alert.at - alert.started)} ago). The cause is now "
+            f"`{v['cause']}` ({v['confidence_label']}, {v['confidence']})" + (f", after {', '.join(before)}" if before else "")
+            + ".")
+    blocks.append(_section(text))
+    if v["title"] or v["message"]:
+        blocks.append(_section(f"*{v['title'] or ''}*\n{v['message'] or ''}"))
+    if v["remedy"]:
+        blocks.append(_section(f"*Remedy*\n{v['remedy']}"))
+    return blocks
+
+
 def _resolved_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
     text = (f"The {alert.episode_state} episode is over after {duration_text(alert.at - alert.started)}; "
@@ -420,6 +455,8 @@ def _fallback(alert: Alert) -> str:
     v = alert.verdict
     if alert.kind == "resolved":
         return f"{alert.server}: resolved, now {v['state']}"
+    if alert.kind.startswith("refined"):
+        return _clip(f"{alert.server}: still {v['state']}; cause refined to {v['cause']}", 300)
     return _clip(f"{alert.server}: {v['state']} in {v['phase'] or 'unknown phase'}: {v['cause'] or 'unknown cause'}", 300)
 
 

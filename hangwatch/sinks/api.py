@@ -33,7 +33,7 @@ from hangwatch.model import GpuSample, Verdict
 from hangwatch.redact import redact_files, redacted, redacted_verdict
 from hangwatch.sinks.http_limits import QuietServer, raise_nofile_limit, uvicorn_limits
 from hangwatch.sinks.metrics import make_registry
-from hangwatch.sinks.store import AlertRecord, HistoryStore, Transition
+from hangwatch.sinks.store import AlertRecord, Episode, HistoryStore, Refinement, Transition
 from hangwatch.sinks.web import Mode, page_data, render_page
 from hangwatch.sinks.web.snapshot import node_snapshot
 from hangwatch.watch.published import WatchView
@@ -69,6 +69,37 @@ class MissingModel(BaseModel):
     hint: str | None
 
 
+class RefinementModel(BaseModel):
+    at: float
+    cause: str
+    confidence: float
+
+
+class EpisodeModel(BaseModel):
+    id: str
+    started_at: float
+    state: Literal["stalled", "crashed", "resolved"]
+    cause: str | None
+    refined: list[RefinementModel]
+
+
+class BlockerModel(BaseModel):
+    rank: str | None
+    pid: int | None
+    waits_on: str
+    frame: str | None
+    state: str | None
+    for_s: float | None
+    chain: list[str] = []
+    definite: bool = False
+
+
+class EtaModel(BaseModel):
+    ready_in_s: float | None
+    from_starts: int
+    budget_s: float | None
+
+
 class VerdictModel(BaseModel):
     """The same shape as `hangwatch diagnose --json` (Verdict.to_dict)."""
 
@@ -89,6 +120,20 @@ class VerdictModel(BaseModel):
     since_s: float | None
     engine: str | None
     references: list[str]
+    episode: EpisodeModel | None = None  # live: the stall episode (docs/live.md)
+    blocker: BlockerModel | None = None  # live: the end of the wait-for chain
+    eta: EtaModel | None = None  # live: when it should be ready, from past starts
+
+
+class StartupModel(BaseModel):
+    """GET /startupz: a k8s startupProbe target; 200 only once the server is ready."""
+
+    ready: bool
+    state: str | None
+    phase: str | None
+    elapsed_s: float | None  # since the watch began
+    eta: EtaModel | None
+    cause: str | None
 
 
 class HealthModel(BaseModel):
@@ -100,6 +145,8 @@ class HealthModel(BaseModel):
 class StacksModel(BaseModel):
     server: str
     stacks: dict[str, list[dict[str, Any]]]  # rank label -> threads, each {"name", "frames": [...], ...}
+    # every rank's main-thread stack merged (root first), ranks marked per frame (CONTRACTS.md)
+    tree: dict[str, Any] = {}
 
 
 class PhaseSpanModel(BaseModel):
@@ -141,6 +188,8 @@ class HistoryModel(BaseModel):
     # the store's own records: pydantic builds their schemas from the dataclasses
     transitions: list[Transition]
     alerts: list[AlertRecord]
+    episodes: list[Episode] = []  # stall episodes, newest first
+    refinements: list[Refinement] = []  # causes refined inside an episode, newest first
 
 
 class ErrorModel(BaseModel):
@@ -225,7 +274,13 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
 
     @app.get("/stacks", response_model=StacksModel, summary="The latest Python stacks per rank")
     def stacks() -> dict[str, Any]:
-        return {"server": view.server_name, "stacks": redacted(view.stacks())}
+        return {"server": view.server_name, "stacks": redacted(view.stacks()), "tree": redacted(view.stack_tree())}
+
+    @app.get("/startupz", response_model=StartupModel, summary="Startup probe: 200 once ready, else 503",
+             responses={503: {"model": StartupModel, "description": "Not ready yet (the body says why)"}})
+    def startupz() -> Response:
+        body = startup_body(view)
+        return _json_response(redacted(body), 200 if body["ready"] else 503)
 
     @app.get("/timeline", response_model=TimelineModel, summary="Startup phases per rank, with times")
     def timeline() -> dict[str, Any]:
@@ -241,9 +296,11 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
     def history(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
         if store is None:
-            return {"enabled": False, "transitions": [], "alerts": []}
+            return {"enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
         return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
-                         "alerts": [a.to_dict() for a in store.alerts(limit)]})
+                         "alerts": [a.to_dict() for a in store.alerts(limit)],
+                         "episodes": [dict(e.__dict__) for e in store.episodes(limit)],
+                         "refinements": [r.to_dict() for r in store.refinements(limit)]})
 
     @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
              response_class=Response, responses={200: {"content": {"application/gzip": {}}}})
@@ -293,6 +350,20 @@ def gpu_history(samples: list[GpuSample], limit: int = 600) -> list[dict[str, An
     return [{"t": round(s.t, 2), "gpus": [{"index": g.index, "name": g.name, "memory_used_mib": g.memory_used_mib,
                                           "memory_total_mib": g.memory_total_mib, "utilization_pct": g.utilization_pct}
                                          for g in s.gpus]} for s in kept]
+
+
+def startup_body(view: WatchView) -> dict[str, Any]:
+    """What /startupz says: state, phase, time watched, ETA and cause (k8s shows it on a failed probe)."""
+    verdict = view.verdict()
+    obs = view.observation()
+    return {
+        "ready": verdict is not None and verdict.state.value == "ready",
+        "state": verdict.state.value if verdict else None,
+        "phase": verdict.phase.value if verdict and verdict.phase else None,
+        "elapsed_s": round(obs.t, 1) if obs is not None else None,
+        "eta": verdict.eta.to_dict() if verdict and verdict.eta else None,
+        "cause": verdict.cause if verdict else None,
+    }
 
 
 class _VerdictCache:

@@ -55,6 +55,7 @@ class VerdictCollector:
             yield _rank_phases(key, verdict)
             yield from _cause(key, verdict)
             yield from _stalled(key, verdict)
+            yield from _live(key, verdict)
         yield from _gpus(key, self._view.gpu_samples())
         yield _latencies(key, self._view.sampler_latencies())
 
@@ -124,6 +125,32 @@ def _stalled(key: list[str], verdict: Verdict) -> Iterable[Metric]:
         phase = verdict.phases.get(rank, verdict.phase)
         family.add_metric(key + [rank, phase.value if phase else ""], verdict.since_s)
     yield family
+
+
+def _live(key: list[str], verdict: Verdict) -> Iterable[Metric]:
+    """The stall episode (and how often its cause was refined), the final blocker, the ETA."""
+    if verdict.episode is not None:
+        episode = verdict.episode
+        info = InfoMetricFamily("hangwatch_episode", "The current stall episode (docs/live.md).", labels=_KEY)
+        info.add_metric(key, {"id": episode.id, "state": episode.state, "cause": episode.cause or ""})
+        yield info
+        refined = GaugeMetricFamily("hangwatch_episode_cause_refinements",
+                                    "Times the current episode's cause was refined to a more confident one.",
+                                    labels=_KEY)
+        refined.add_metric(key, len(episode.refined))
+        yield refined
+    if verdict.blocker is not None:
+        b = verdict.blocker
+        blocker = InfoMetricFamily("hangwatch_blocker", "The final blocker: the rank at the end of the wait-for chain.",
+                                   labels=_KEY)
+        blocker.add_metric(key, {"rank": b.rank or "", "pid": str(b.pid or ""), "waits_on": b.waits_on[:200],
+                                 "definite": str(b.definite).lower()})
+        yield blocker
+    if verdict.eta is not None and verdict.eta.ready_in_s is not None:
+        eta = GaugeMetricFamily("hangwatch_ready_eta_seconds", "Seconds until ready, from past starts of this setup.",
+                                labels=_KEY)
+        eta.add_metric(key, verdict.eta.ready_in_s)
+        yield eta
 
 
 def _gpus(key: list[str], samples: list[GpuSample]) -> Iterable[Metric]:

@@ -19,7 +19,7 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from hangwatch.model import State, Verdict
+from hangwatch.model import Eta, State, Verdict
 from hangwatch.redact import redact_text, terminal_safe
 
 # One palette for every terminal output (diagnose, attach, run), and its Slack counterpart.
@@ -149,6 +149,34 @@ def _others(console: _Printer, verdict: Verdict) -> None:
             console.print(_line(f"  {other.cause}", (f"  rule {other.rule}, confidence {other.confidence:.2f}", "dim")))
 
 
+def _live(console: _Printer, verdict: Verdict) -> None:
+    """What only the live loop knows: the final blocker, a refined cause, the ETA (docs/live.md)."""
+    b = verdict.blocker
+    if b is not None:
+        _heading(console, "Final blocker")
+        who = b.rank or f"pid {b.pid}"
+        pid = f" (pid {b.pid})" if b.rank and b.pid else ""
+        held = f", for {duration_text(b.for_s)}" if b.for_s else ""
+        console.print(_line("  ", (who, "bold red"), f"{pid}, state {b.state or '?'}: waits on {b.waits_on}{held}"))
+        if b.frame:
+            console.print(_line("    in ", (b.frame, "cyan")))
+        if len(b.chain) > 1:
+            console.print(_line("    ", ("wait-for chain: " + " -> ".join(b.chain), "dim")))
+    if verdict.episode is not None and verdict.episode.refined:
+        refined = ", ".join(f"{r.cause} ({r.confidence:.2f})" for r in verdict.episode.refined)
+        console.print(_line(("Cause refined: ", "bold"), refined))
+    if verdict.eta is not None:
+        console.print(_line(("ETA: ", "bold"), eta_text(verdict.eta)))
+
+
+def eta_text(eta: Eta) -> str:
+    """"ready in ~1m40s, from 6 starts" (past starts of the same setup)."""
+    starts = f"from {eta.from_starts} start{'s' if eta.from_starts != 1 else ''}"
+    if eta.ready_in_s is None:
+        return f"unknown ({starts})"
+    return f"ready in ~{duration_text(eta.ready_in_s)}, {starts}"
+
+
 def _missing(console: _Printer, verdict: Verdict) -> None:
     if not verdict.missing:
         return
@@ -171,7 +199,7 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     console.print(_summary(verdict))
     for line in _about(verdict):
         console.print(line)
-    for section in (_phases, _evidence, _others, _missing, _remedy):
+    for section in (_phases, _evidence, _others, _live, _missing, _remedy):
         section(console, verdict)
 
 
@@ -186,7 +214,7 @@ def verdict_report(verdict: Verdict, width: int = 100) -> str:
 def verdict_panel(verdict: Verdict) -> Panel:
     """The live view's verdict box: the report's sections in the report's colours."""
     lines = _about(verdict) or [_text(_HEALTHY.get(verdict.state, verdict.state.value))]
-    for section in (_phases, _evidence, _others, _missing, _remedy):
+    for section in (_phases, _evidence, _others, _live, _missing, _remedy):
         collected = _Collect()
         section(collected, verdict)
         lines += collected.lines

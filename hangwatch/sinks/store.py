@@ -1,4 +1,5 @@
-"""History in SQLite: verdict transitions, stall episodes and alert deliveries.
+"""History in SQLite: verdict transitions, stall episodes (with their refined causes), alert
+deliveries, and past starts (phase durations per setup: the learned budgets and the ETA).
 
 WAL mode, and every write in its own committed transaction, so that a daemon killed with -9 loses
 at most the write in flight and a restarted daemon knows which episode is open and which alerts
@@ -18,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from hangwatch.errors import HangwatchError
+from hangwatch.watch.budgets import PastStart, SetupKey
 
-__all__ = ["HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord"]
+__all__ = ["HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transitions (
@@ -61,6 +63,26 @@ CREATE TABLE IF NOT EXISTS outbox (
     payload TEXT NOT NULL,
     PRIMARY KEY (episode_id, sink, kind)
 );
+CREATE TABLE IF NOT EXISTS episode_causes (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    episode_id TEXT NOT NULL,
+    at REAL NOT NULL,
+    cause TEXT NOT NULL,
+    confidence REAL NOT NULL,
+    UNIQUE (episode_id, cause)
+);
+CREATE TABLE IF NOT EXISTS starts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    engine TEXT NOT NULL,
+    version TEXT NOT NULL,
+    model TEXT NOT NULL,
+    tp INTEGER NOT NULL,
+    gpu_model TEXT NOT NULL,
+    ready_s REAL NOT NULL,
+    phases TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS starts_setup ON starts (engine, version, model, tp, gpu_model);
 """
 
 
@@ -72,6 +94,17 @@ class Episode:
     ended: float | None
     state: str
     cause: str | None
+
+
+@dataclass(frozen=True)
+class Refinement:
+    episode_id: str
+    at: float
+    cause: str
+    confidence: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
 
 
 @dataclass(frozen=True)
@@ -182,8 +215,11 @@ class HistoryStore:
                 " WHERE server = ? AND ended IS NULL ORDER BY started DESC LIMIT 1", (server,)).fetchone()
         return Episode(*row) if row else None
 
-    def start_episode(self, server: str, state: str, cause: str | None, *, at: float | None = None) -> Episode:
-        episode = Episode(uuid.uuid4().hex[:16], server, self._clock() if at is None else at, None, state, cause)
+    def start_episode(self, server: str, state: str, cause: str | None, *, at: float | None = None,
+                      episode_id: str | None = None) -> Episode:
+        """A new episode; `episode_id`: the live loop's own (so /verdict and /history agree)."""
+        episode = Episode(episode_id or uuid.uuid4().hex[:16], server, self._clock() if at is None else at, None,
+                          state, cause)
         with self._tx() as db:
             db.execute("INSERT INTO episodes (id, server, started, ended, state, cause) VALUES (?, ?, ?, ?, ?, ?)",
                        (episode.id, server, episode.started, None, state, cause))
@@ -192,6 +228,20 @@ class HistoryStore:
     def end_episode(self, episode_id: str, *, at: float | None = None) -> None:
         with self._tx() as db:
             db.execute("UPDATE episodes SET ended = ? WHERE id = ?", (self._clock() if at is None else at, episode_id))
+
+    def refine_episode(self, episode_id: str, cause: str, confidence: float, *, at: float | None = None) -> bool:
+        """Record the episode's new cause; False when this cause was already recorded for it."""
+        with self._tx() as db:
+            cur = db.execute("INSERT OR IGNORE INTO episode_causes (episode_id, at, cause, confidence) VALUES (?, ?, ?, ?)",
+                             (episode_id, self._clock() if at is None else at, cause, confidence))
+            db.execute("UPDATE episodes SET cause = ? WHERE id = ?", (cause, episode_id))
+            return cur.rowcount > 0
+
+    def refinements(self, limit: int = 100) -> list[Refinement]:
+        with self._lock:
+            rows = self._db.execute("SELECT episode_id, at, cause, confidence FROM episode_causes"
+                                    " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+        return [Refinement(*row) for row in rows]
 
     def episodes(self, limit: int = 100) -> list[Episode]:
         with self._lock:
@@ -256,6 +306,30 @@ class HistoryStore:
                 "SELECT at, episode_id, sink, kind, status, attempts, detail FROM alerts"
                 " ORDER BY at DESC, id DESC LIMIT ?", (limit,)).fetchall()
         return [AlertRecord(*row) for row in rows]
+
+
+    # ------------------------------------------------------------ past starts (watch.budgets.Book)
+
+    def record_start(self, key: SetupKey, start: PastStart, *, at: float) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO starts (at, engine, version, model, tp, gpu_model, ready_s, phases)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (at, *key.as_tuple(), start.ready_s, json.dumps(dict(start.phases))))
+
+    def past_starts(self, key: SetupKey, limit: int = 50) -> list[PastStart]:
+        """The newest `limit` starts of this setup that reached ready."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT ready_s, phases FROM starts WHERE engine = ? AND version = ? AND model = ? AND tp = ?"
+                " AND gpu_model = ? ORDER BY id DESC LIMIT ?", (*key.as_tuple(), limit)).fetchall()
+        return [PastStart(ready_s, _phases(text)) for ready_s, text in rows]
+
+
+def _phases(text: str) -> dict[str, float]:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return {}
+    return {str(k): float(v) for k, v in value.items() if isinstance(v, (int, float))} if isinstance(value, dict) else {}
 
 
 class _Tx:

@@ -1,6 +1,6 @@
 """The live terminal view of `attach` / `run`, and the one-line forms for pipes and `--json`.
 
-    render(watcher) -> rich renderable      each rank's phase and time there, GPUs, port, verdict
+    render(observation, verdict) -> rich renderable      each rank's phase and time there, GPUs, port, verdict
     verdict_line(verdict, t) -> str         one line per verdict change when stdout is not a TTY
     verdict_json(verdict, t, server) -> str one JSON object per verdict change (`--json`)
 
@@ -19,85 +19,75 @@ from rich.text import Text
 from hangwatch.model import Verdict
 from hangwatch.redact import redact_obj, redact_text, terminal_safe
 from hangwatch.sinks.report import verdict_panel
-from hangwatch.watch.capture import timeline_json
 
 if TYPE_CHECKING:
-    from hangwatch.watch.watcher import Watcher
+    from hangwatch.watch.observation import Observation
 
 __all__ = ["render", "verdict_line", "verdict_json"]
 
 
 
-def render(watcher: Watcher) -> Group:
-    t = watcher.observed_for()
-    parts: list[Any] = [_header(watcher, t), _ranks_table(watcher, t)]
-    gpus = _gpu_table(watcher)
+def render(obs: Observation, verdict: Verdict | None) -> Group:
+    parts: list[Any] = [_header(obs), _ranks_table(obs)]
+    gpus = _gpu_table(obs)
     if gpus is not None:
         parts.append(gpus)
-    if watcher.verdict is not None:
-        parts.append(verdict_panel(watcher.verdict))  # the same report as diagnose (sinks/report.py)
+    if verdict is not None:
+        parts.append(verdict_panel(verdict))  # the same report as diagnose (sinks/report.py)
     return Group(*parts)
 
 
-def _header(watcher: Watcher, t: float) -> Text:
-    text = Text(terminal_safe(f"{watcher.view.server_name}   watched {t:.0f}s   "))
-    quiet = watcher.since_last_progress(t)
-    signals = ", ".join(watcher.recent_signals()) or "nothing"
-    text.append(f"last progress {quiet:.0f}s ago ({signals} moved recently)   ")
-    text.append(_port_text(watcher))
+def _header(obs: Observation) -> Text:
+    text = Text(terminal_safe(f"{obs.server.name}   watched {obs.t:.0f}s   "))
+    signals = ", ".join(obs.progress.signals) or "nothing"
+    text.append(f"last progress {obs.progress.since_last_progress_s:.0f}s ago ({signals} moved recently)   ")
+    text.append(_port_text(obs))
     return text
 
 
-def _port_text(watcher: Watcher) -> str:
-    port = getattr(watcher.server, "port", None)
-    if port is None:
+def _port_text(obs: Observation) -> str:
+    if obs.server.port is None:
         return "port ?"
-    listening = any(s.port == port for s in watcher.sources.ports)
-    return f"port {port} {'listening' if listening else 'closed'}"
+    return f"port {obs.server.port} {'listening' if obs.port_listening else 'closed'}"
 
 
-def _ranks_table(watcher: Watcher, t: float) -> Table:
+def _ranks_table(obs: Observation) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("process", "pid", "state", "phase", "in phase", "cpu%", "rss MiB", "stack top"):
         table.add_column(column)
-    where = _current_phases(watcher)
-    tops = _stack_tops(watcher)
-    for proc in watcher.procs:
+    where = {rank: (spans[-1].phase, spans[-1].at) for rank, spans in obs.phases.items() if spans}
+    tops = _stack_tops(obs)
+    for proc in obs.procs:
         if proc.role == "compiler":
             continue
         label = proc.rank or proc.role
         phase, since = where.get(proc.rank or "main", (None, None)) if proc.role != "other" else (None, None)
         state = (proc.state or "") if proc.alive else f"exited {proc.exit_code if proc.exit_code is not None else '?'}"
-        table.add_row(label, str(proc.pid), state, phase or "-", f"{t - since:.0f}s" if since is not None else "-",
+        table.add_row(label, str(proc.pid), state, phase or "-", f"{obs.t - since:.0f}s" if since is not None else "-",
                       _num(proc.cpu_percent), _num(proc.rss_mib), tops.get(proc.pid, ""))
-    compilers = sum(1 for p in watcher.procs if p.role == "compiler" and p.alive)
+    compilers = sum(1 for p in obs.procs if p.role == "compiler" and p.alive)
     if compilers:
         table.add_row("compilers", str(compilers), "", "", "", "", "", "")
     return table
 
 
-def _current_phases(watcher: Watcher) -> dict[str, tuple[str, float]]:
-    return {rank: (rows[-1]["phase"], rows[-1]["at"]) for rank, rows in timeline_json(watcher.log.phases).items() if rows}
-
-
-def _stack_tops(watcher: Watcher) -> dict[int, str]:
+def _stack_tops(obs: Observation) -> dict[int, str]:
     """pid -> the innermost frame of its main thread in the latest Python stack."""
     tops = {}
-    for sample in watcher.stacks.latest().values():
-        main = sample.stack.main
-        if sample.stack.pid is not None and main is not None and main.top is not None:
-            tops[sample.stack.pid] = main.top.display[:60]
+    for stack in obs.stacks.values():
+        main = stack.main
+        if stack.pid is not None and main is not None and main.top is not None:
+            tops[stack.pid] = main.top.display[:60]
     return tops
 
 
-def _gpu_table(watcher: Watcher) -> Table | None:
-    sample = watcher.gpus.latest()
-    if sample is None:
+def _gpu_table(obs: Observation) -> Table | None:
+    if not obs.gpus:
         return None
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("gpu", "name", "memory MiB", "util%"):
         table.add_column(column)
-    for gpu in sample.gpus:
+    for gpu in obs.gpus[-1].gpus:
         memory = f"{_num(gpu.memory_used_mib)} / {_num(gpu.memory_total_mib)}"
         table.add_row(str(gpu.index), gpu.name or "?", memory, _num(gpu.utilization_pct))
     return table

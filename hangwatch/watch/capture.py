@@ -1,7 +1,7 @@
-"""A watcher's state as `Evidence` (for the classifier) and as bundle files (BUNDLE.md).
+"""An `Observation` as `Evidence` (for the classifier) and as bundle files (BUNDLE.md).
 
-Both are views of the same ring buffers, so a bundle written by `collect` or `GET /bundle` and
-read back by `diagnose` gives the classifier what the live loop gave it.
+Both are views of the same snapshot, so a bundle written by `collect` or `GET /bundle` and read
+back by `diagnose` gives the classifier what the live loop gave it.
 """
 
 from __future__ import annotations
@@ -13,62 +13,36 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hangwatch._version import __version__
-from hangwatch.model import Evidence, GpuSample, ProcessRecord, ThreadStack
+from hangwatch.model import Evidence, GpuSample, ProcessRecord, ProcessStack, ThreadStack
 from hangwatch.sources.gpus import gpus_json
-from hangwatch.watch.rings import StackSample, TimedPhase
+from hangwatch.watch.observation import Observation, PhaseSpan, StackSnapshot
+from hangwatch.watch.rings import TimedPhase
 
-# The watcher whose rings are read. Typed loosely on purpose: importing `Watcher` here would make
-# watcher <-> capture a cycle; the frozen `Observation` that watch hands out replaces this.
-Watcher = Any
-
-__all__ = ["build_evidence", "bundle_files", "meta_dict", "stacks_json", "timeline_json"]
+__all__ = ["build_evidence", "bundle_files", "meta_dict", "phase_spans", "stacks_json", "timeline_json"]
 
 _LOG_TAIL_BYTES = 4 << 20  # BUNDLE.md: "its tail, up to a few MiB"
 
 
-def build_evidence(watcher: Watcher, t: float) -> Evidence:
-    server, sources = watcher.server, watcher.sources
-    lines = list(watcher.log.lines)
-    return Evidence(
-        meta=meta_dict(watcher, t),
-        engine=sources.engine_name,
-        log=tuple(lines[-watcher.config.evidence_log_lines:]),
-        phases=tuple(tp.event for tp in watcher.log.phases),
-        cmdline=getattr(server, "cmdline", None),
-        flags=dict(getattr(server, "flags", None) or {}),
-        env=_filtered_env(server),
-        procs=tuple(watcher.procs),
-        ports=sources.ports,
-        ports_text=sources.ports_text,
-        gpus=tuple(watcher.gpus.samples),
-        stacks=tuple(sample.stack for sample in watcher.stacks.all()),
-        missing=sources.missing(),
-        observed_for_s=round(t, 2),
-        since_last_progress_s=round(watcher.since_last_progress(t), 2),
-        progress_signals=watcher.recent_signals(),
-        log_quiet_s=round(watcher.since_last_log(t), 2),
-        server_port=getattr(server, "port", None),
-        endpoint=sources.endpoint,
-        preflight=tuple(watcher.config.preflight),
-    )
+def build_evidence(obs: Observation) -> Evidence:
+    return obs.evidence(meta_dict(obs))
 
 
-def meta_dict(watcher: Watcher, t: float) -> dict[str, Any]:
-    server = watcher.server
-    flags = getattr(server, "flags", None) or {}
-    gpu = _first_gpu(watcher.gpus.latest())
+def meta_dict(obs: Observation) -> dict[str, Any]:
+    server = obs.server
+    flags = server.flags
+    gpu = _first_gpu(obs.gpus[-1] if obs.gpus else None)
     return {
         "format": "hangwatch-bundle/1",
-        "engine": watcher.sources.engine_name,
-        "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(watcher.started_wall + t)),
-        "observed_for_s": round(t, 1),
-        "since_last_progress_s": round(watcher.since_last_progress(t), 1),
+        "engine": server.engine,
+        "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(obs.wall)),
+        "observed_for_s": round(obs.t, 1),
+        "since_last_progress_s": round(obs.progress.since_last_progress_s, 1),
         # extensions of BUNDLE.md's meta.json, read back by `diagnose`
-        "log_quiet_s": round(watcher.since_last_log(t), 1),
-        "progress_signals": list(watcher.recent_signals()),
-        "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in watcher.sources.missing()],
-        "endpoint": _endpoint_dict(watcher.sources.endpoint),
-        "host": getattr(server, "host_name", None) or socket.gethostname(),
+        "log_quiet_s": round(obs.progress.log_quiet_s, 1),
+        "progress_signals": list(obs.progress.signals),
+        "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in obs.missing],
+        "endpoint": _endpoint_dict(obs.endpoint),
+        "host": server.host_name or socket.gethostname(),
         "gpu_model": gpu.name if gpu else None,
         "compute_capability": gpu.compute_capability if gpu else None,
         "tp": _int(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size")),
@@ -77,33 +51,38 @@ def meta_dict(watcher: Watcher, t: float) -> dict[str, Any]:
     }
 
 
-def bundle_files(watcher: Watcher) -> dict[str, bytes]:
-    t = watcher.observed_for()
-    server, sources = watcher.server, watcher.sources
+def bundle_files(obs: Observation) -> dict[str, bytes]:
+    server = obs.server
     files = {
-        "meta.json": _json(meta_dict(watcher, t)),
-        "cmdline.txt": ((getattr(server, "cmdline", None) or "") + "\n").encode(),
-        "env.txt": "".join(f"{k}={v}\n" for k, v in sorted(_filtered_env(server).items())).encode(),
-        "procs.json": _json([_proc_dict(p) for p in watcher.procs]),
-        "gpus.json": _json(gpus_json(watcher.gpus.samples)),  # the one gpus.json writer (sources/gpus.py)
-        "timeline.json": _json(_timeline_file(watcher, t)),
+        "meta.json": _json(meta_dict(obs)),
+        "cmdline.txt": ((server.cmdline or "") + "\n").encode(),
+        "env.txt": "".join(f"{k}={v}\n" for k, v in sorted(server.env.items())).encode(),
+        "procs.json": _json([_proc_dict(p) for p in obs.procs]),
+        "gpus.json": _json(gpus_json(obs.gpus)),  # the one gpus.json writer (sources/gpus.py)
+        "timeline.json": _json(_timeline_file(obs)),
+        "stacktree.json": _json(obs.stack_tree),
     }
-    log = watcher.log.raw_tail()
-    if log:
-        files["server.log"] = log[-_LOG_TAIL_BYTES:]
-    if sources.ports_text is not None:
-        files["ports.txt"] = sources.ports_text.encode()
-    files.update(_stack_files(watcher.stacks.all()))
-    if watcher.config.preflight:
-        files["preflight.json"] = _json({"findings": [f.to_dict() for f in watcher.config.preflight]})
+    if obs.log_tail:
+        files["server.log"] = obs.log_tail[-_LOG_TAIL_BYTES:]
+    if obs.ports_text is not None:
+        files["ports.txt"] = obs.ports_text.encode()
+    files.update(_stack_files(obs.stack_samples))
+    if obs.preflight:
+        files["preflight.json"] = _json({"findings": [f.to_dict() for f in obs.preflight]})
     return files
 
 
-# ---------------------------------------------------------------- views for WatchView
+# ---------------------------------------------------------------- views for the published state
 
 
-def stacks_json(latest: Mapping[str, StackSample]) -> dict[str, list[dict[str, Any]]]:
-    return {label: [_thread_dict(th) for th in sample.stack.threads] for label, sample in latest.items()}
+def stacks_json(latest: Mapping[str, ProcessStack]) -> dict[str, list[dict[str, Any]]]:
+    return {label: [_thread_dict(th) for th in stack.threads] for label, stack in latest.items()}
+
+
+def phase_spans(phases: Iterable[TimedPhase]) -> dict[str, tuple[PhaseSpan, ...]]:
+    """`timeline_json` as frozen spans (what an Observation carries)."""
+    return {rank: tuple(PhaseSpan(r["phase"], r["at"], r["end"], r["lineno"]) for r in rows)
+            for rank, rows in timeline_json(phases).items()}
 
 
 def timeline_json(phases: Iterable[TimedPhase]) -> dict[str, list[dict[str, Any]]]:
@@ -133,17 +112,17 @@ def _endpoint_dict(answer: Any) -> dict[str, Any] | None:
     return {"url": answer.url, "status": answer.status, "ready": answer.ready, "detail": answer.detail}
 
 
-def _timeline_file(watcher: Watcher, t: float) -> dict[str, Any]:
+def _timeline_file(obs: Observation) -> dict[str, Any]:
     return {
-        "phases": timeline_json(watcher.log.phases),
-        "transitions": [tr.to_dict() for tr in watcher.transitions.items()],
-        "progress": {"since_last_progress_s": round(watcher.since_last_progress(t), 1),
-                     "signals": list(watcher.recent_signals())},
-        "sampler_latencies": dict(watcher.sources.latencies),
+        "phases": {rank: [span.to_dict() for span in spans] for rank, spans in obs.phases.items()},
+        "transitions": [tr.to_dict() for tr in obs.transitions],
+        "progress": {"since_last_progress_s": round(obs.progress.since_last_progress_s, 1),
+                     "signals": list(obs.progress.signals)},
+        "sampler_latencies": dict(obs.timings),
     }
 
 
-def _stack_files(samples: Iterable[StackSample]) -> dict[str, bytes]:
+def _stack_files(samples: Iterable[StackSnapshot]) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for sample in samples:
         stack = sample.stack
@@ -154,13 +133,6 @@ def _stack_files(samples: Iterable[StackSample]) -> dict[str, bytes]:
 
 def _safe(label: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in label) or "process"
-
-
-def _filtered_env(server: Any) -> dict[str, str]:
-    from hangwatch.engines import env_prefixes
-    from hangwatch.redact import filter_env
-
-    return dict(filter_env(getattr(server, "env", None) or {}, env_prefixes()))
 
 
 def _first_gpu(sample: GpuSample | None):  # -> GpuInfo | None

@@ -13,7 +13,7 @@ import sys
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from hangwatch.engines import Engine, get_engine, guess_engine, server_roles
 from hangwatch.errors import SourceUnavailable
@@ -31,8 +31,9 @@ from hangwatch.sources.health import HealthProber
 from hangwatch.sources.logfind import LogLocation
 from hangwatch.sources.logreader import LogReader, open_log
 from hangwatch.sources.ports import read_listening
+from hangwatch.sources.procs import ProcessSampler
 
-__all__ = ["LiveSources", "StackTarget", "stack_targets"]
+__all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_version"]
 
 # Processes worth a stack: every Python process of the server. Compilers are not Python, and
 # "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
@@ -73,8 +74,44 @@ def find_pyspy() -> str:
     return beside if os.access(beside, os.X_OK) else "py-spy"
 
 
+class Sources(Protocol):
+    """What the watch loop reads, one call per source per tick; a failure is a `Missing`, never
+    an exception. `LiveSources` reads the real machine; tests hand recorded ones (tests/unit/watch)."""
+
+    root_pid: int
+    latencies: dict[str, float]
+    ports: tuple[ListeningSocket, ...]
+    ports_text: str | None
+    engine_changed: bool
+    endpoint: EndpointAnswer | None  # the engine's health endpoint, asked only when no log is readable
+
+    @property
+    def engine_name(self) -> str | None: ...
+    @property
+    def log_path(self) -> str | None: ...
+    @property
+    def log_bytes_seen(self) -> int: ...
+    @property
+    def stacks_possible(self) -> bool: ...
+    def parse_lines(self, data: bytes, start_lineno: int) -> Sequence[LogLine]: ...
+    def read_log(self) -> bytes: ...
+    def read_procs(self) -> list[ProcessRecord]:
+        """The server's process tree; SourceUnavailable once its root is gone."""
+        ...
+    def read_ports(self) -> None: ...
+    def read_health(self) -> None: ...
+    def read_gpus(self) -> tuple[GpuInfo, ...] | None: ...
+    def engine_for(self, lines: Sequence[LogLine]) -> Any: ...
+    def dump(self, targets: Sequence[StackTarget], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]: ...
+    def set_stack_missing(self, missing: Sequence[Missing], *, any_ok: bool) -> None: ...
+    def note_missing(self, exc: SourceUnavailable) -> None: ...
+    def clear_missing(self, source: str) -> None: ...
+    def missing(self) -> tuple[Missing, ...]: ...
+    def close(self) -> None: ...
+
+
 class LiveSources:
-    """Log tail, ports, GPUs and stack dumps of one server, with their latencies and `Missing`s."""
+    """Log tail, processes, ports, GPUs and stack dumps of one server, with latencies and `Missing`s."""
 
     def __init__(self, server: Any, config: Any):
         self.server = server
@@ -94,6 +131,11 @@ class LiveSources:
         self._nvml = config.nvml
         self._pyspy_retry_at = 0.0
         self._check_pyspy()
+        self._sampler = ProcessSampler(proc_root=config.proc_root)
+
+    def read_procs(self) -> list[ProcessRecord]:
+        with self._timed("procs"):
+            return self._sampler.sample(self.root_pid)
 
     def _check_pyspy(self) -> None:
         """Say at once, not after the first dump, that stacks cannot be taken."""
@@ -294,3 +336,21 @@ class _Timer:
 def _transient(source: str, exc: OSError) -> SourceUnavailable:
     """An OSError while reading (out of file descriptors, say) as a Missing entry: the loop goes on."""
     return SourceUnavailable(source, f"cannot read now: {exc.strerror or exc}", "raise the open-file limit (LimitNOFILE=)")
+
+
+def engine_version(engine: str | None, cmdline: str | None) -> str:
+    """The engine's installed version beside the launcher's Python (its dist-info folder name),
+    "unknown" when the command does not start with a Python path or the folder is not found."""
+    import glob
+
+    if not engine or not cmdline:
+        return "unknown"
+    exe = cmdline.split(" ", 1)[0]
+    if not os.path.isabs(exe):
+        exe = shutil.which(exe) or exe
+    prefix = os.path.dirname(os.path.dirname(exe))
+    for name in (engine, engine.replace("-", "_")):
+        found = sorted(glob.glob(os.path.join(prefix, "lib", "python3*", "site-packages", f"{name}-*.dist-info")))
+        if found:
+            return os.path.basename(found[-1])[len(name) + 1:].rsplit(".dist-info", 1)[0]
+    return "unknown"

@@ -54,6 +54,7 @@ class StackMark:
     sample: int
     signature: str
     cpu_time_s: float | None = None
+    t: float | None = None  # watch time the sample was taken: a change between two marks happened after the first
 
 
 @dataclass(frozen=True)

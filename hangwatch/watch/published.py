@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from hangwatch.model import GpuSample, Verdict
+from hangwatch.watch.observation import Observation
 
 __all__ = ["StaticView", "WatchView"]
 
@@ -39,6 +40,14 @@ class WatchView(Protocol):
 
     def timeline(self) -> dict[str, list[dict[str, Any]]]:
         """Rank -> phases in order: [{"phase": "weight_load", "at": t0, "end": t1 | None}, ...]."""
+        ...
+
+    def stack_tree(self) -> dict[str, Any]:
+        """Every rank's stack merged into one tree (classify.stacktree); {} before the first stacks."""
+        ...
+
+    def observation(self) -> Observation | None:
+        """The latest tick's frozen observation; None before the first tick (or for a static view)."""
         ...
 
     def gpu_samples(self) -> list[GpuSample]: ...
@@ -73,6 +82,8 @@ class StaticView:
         self._verdict_time: float | None = None
         self._stacks: dict[str, list[dict[str, Any]]] = {}
         self._timeline: dict[str, list[dict[str, Any]]] = {}
+        self._tree: dict[str, Any] = {}
+        self._observation: Observation | None = None
         self._gpus: list[GpuSample] = []
         self._latencies: dict[str, float] = {}
         self._bundle: BundleFiles | Callable[[], BundleFiles] = {}
@@ -86,6 +97,8 @@ class StaticView:
         verdict_time: float | None = _UNSET,
         stacks: dict[str, list[dict[str, Any]]] = _UNSET,
         timeline: dict[str, list[dict[str, Any]]] = _UNSET,
+        stack_tree: Mapping[str, Any] = _UNSET,
+        observation: Observation | None = _UNSET,
         gpu_samples: list[GpuSample] = _UNSET,
         sampler_latencies: dict[str, float] = _UNSET,
         bundle_files: BundleFiles | Callable[[], BundleFiles] = _UNSET,
@@ -105,6 +118,10 @@ class StaticView:
                 self._stacks = stacks
             if timeline is not _UNSET:
                 self._timeline = timeline
+            if stack_tree is not _UNSET:
+                self._tree = dict(stack_tree)
+            if observation is not _UNSET:
+                self._observation = observation
             if gpu_samples is not _UNSET:
                 self._gpus = gpu_samples
             if sampler_latencies is not _UNSET:
@@ -130,6 +147,14 @@ class StaticView:
     def timeline(self) -> dict[str, list[dict[str, Any]]]:
         with self._lock:
             return self._timeline
+
+    def stack_tree(self) -> dict[str, Any]:
+        with self._lock:
+            return self._tree
+
+    def observation(self) -> Observation | None:
+        with self._lock:
+            return self._observation
 
     def gpu_samples(self) -> list[GpuSample]:
         with self._lock:

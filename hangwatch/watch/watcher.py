@@ -2,14 +2,16 @@
 
     watcher = Watcher(server, rules, WatchConfig())
     while True:
-        verdict = watcher.tick()          # ~ms of work; stack dumps run beside it, never in it
+        observation, verdict = watcher.tick()   # ~ms of work; stack dumps run beside it, never in it
         time.sleep(config.interval_s)
 
 Every tick reads the cheap sources (log tail, process table, ports, NVML) and decides from
 `ladder.py` whether Python stacks (nonblocking) or native stacks (pausing) are worth taking;
 dumps run on a worker thread and their results join the next tick, so a slow py-spy never delays
 the loop. What moved between two ticks (`progress.py`) gives `since_last_progress_s`. Memory stays
-bounded (`history.py`), and the same `Evidence` type as a bundle goes to the same `classify`.
+bounded (`rings.py`), and the same `Evidence` type as a bundle goes to the same `classify`; the
+live layers on top (episodes, the final blocker, learned budgets, the ETA) are in `decide.py`.
+Each tick hands out one frozen `Observation` and the verdict: sinks read those, never this class.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hangwatch.classify import classify
+from hangwatch.classify.stacktree import merge_stacks
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     Evidence,
@@ -33,20 +35,24 @@ from hangwatch.model import (
     State,
     Verdict,
 )
-from hangwatch.sources.procs import ProcessSampler
 from hangwatch.watch import progress
-from hangwatch.watch.capture import (
-    build_evidence,
-    bundle_files,
-    stacks_json,
-    timeline_json,
-)
-from hangwatch.watch.gather import LiveSources, StackTarget, stack_targets
+from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, phase_durations, position
+from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
+from hangwatch.watch.decide import Decider
+from hangwatch.watch.episodes import Motion
+from hangwatch.watch.gather import LiveSources, Sources, StackTarget, engine_version, stack_targets
 from hangwatch.watch.ladder import (
     LadderConfig,
     looks_stalled,
     native_targets,
     python_dump_due,
+)
+from hangwatch.watch.observation import (
+    Observation,
+    Progress,
+    ServerInfo,
+    StackSnapshot,
+    TransitionRecord,
 )
 from hangwatch.watch.published import StaticView
 from hangwatch.watch.rings import GpuRing, LogRing, StackRing, VerdictChanges
@@ -76,30 +82,43 @@ class WatchConfig:
     # long, even without its own `for:`: at the first tick of a healthy start every rank is
     # "inside" some phase and its stack in some wait. A bundle (quiet time unknown) is unaffected.
     min_hold_s: float = 3.0
+    learn: bool = True  # learned budgets and the ETA from past starts (`--no-learn`: off)
+    budget_policy: BudgetPolicy = field(default_factory=BudgetPolicy)
 
 
 class Watcher:
-    """Watches one server; `tick()` is called by one thread, `view` is read by any."""
+    """Watches one server; `tick()` is called by one thread, `view` is read by any.
+
+    `sources` (default: the live machine) and `book` (past starts, for learned budgets and the
+    ETA; None: no learning) are injected; `clock`/`wall` too, so tests drive it tick by tick."""
 
     def __init__(self, server: Any, rules: Sequence[Any], config: WatchConfig = WatchConfig(), *,
+                 sources: Sources | None = None, book: Book | None = None,
                  clock=time.monotonic, wall=time.time):
-        self.server, self.rules, self.config = server, live_rules(rules, config.min_hold_s), config
+        self.server, self.config = server, config
+        self.rules = live_rules(rules, config.min_hold_s)
         self._clock, self._wall = clock, wall
         self.started = clock()
         self.started_wall = wall()
-        self.sources = LiveSources(server, config)
+        self.sources: Sources = sources if sources is not None else LiveSources(server, config)
         self.log = LogRing(self.sources.parse_lines)
         self.stacks = StackRing()
         self.gpus = GpuRing()
         self.transitions = VerdictChanges()
         self.view = StaticView(server_name(server), started_at=self.started_wall)
-        self._sampler = ProcessSampler(proc_root=config.proc_root)
+        self._book = book if config.learn else None
+        self._decider = Decider(self.rules, config.min_hold_s, config.budget_policy)
+        self._server_info = server_info(server)
         self._procs: list[ProcessRecord] = []
         self._snapshot: progress.Snapshot | None = None
         self._stack_marks: dict[str, progress.StackMark] = {}
+        self._wait_began: dict[str, float] = {}  # label -> t its current stack was first sampled
+        self._steady: dict[str, int] = {}  # label -> samples in a row with the same stack
         self._last_progress_t: float | None = None
         self._signals: dict[str, float] = {}  # signal -> t last seen
+        self._motion: list[Motion] = []  # this tick's real progress, for the episode
         self._last_log_t = 0.0
+        self._first_read_t: float | None = None
         # Attached to a server already stuck: how long its log had been silent before we came.
         # Used only while nothing at all moves under our eyes (see since_last_progress).
         self._quiet_before_s = _log_age(self.sources.log_path, self.started_wall)
@@ -111,18 +130,23 @@ class Watcher:
         self._last_dump_t: float | None = None
         self._last_native_t: dict[str, float] = {}
         self._verdict: Verdict | None = None
-        self._evidence: Evidence | None = None
+        self._observation: Observation | None = None
+        self._raw: Verdict | None = None
+        self._setup: SetupKey | None = None
+        self._past: list[PastStart] | None = None
+        self._learned = False
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- the tick
 
-    def tick(self, now: float | None = None) -> Verdict:
-        # the lock keeps GET /bundle (another thread) from reading the rings while they change
+    def tick(self, now: float | None = None) -> tuple[Observation, Verdict]:
+        """One round: read the sources, decide, publish; returns what it saw and the verdict."""
         with self._lock:
             return self._tick(self._clock() if now is None else now)
 
-    def _tick(self, now: float) -> Verdict:
+    def _tick(self, now: float) -> tuple[Observation, Verdict]:
         t = now - self.started
+        self._motion = []
         self._read_log(t)
         self._read_procs()
         self.sources.read_ports()
@@ -132,9 +156,11 @@ class Watcher:
         self._track_progress(t)
         self._schedule_stacks(t)
         self._await_first_stacks(t)
-        verdict = self._classify(t)
-        self._publish(t, verdict)
-        return verdict
+        observation = self._observe(t)
+        verdict = self._decide(observation)
+        self._learn(observation, verdict)
+        self._publish(observation, verdict)
+        return self._observation or observation, verdict
 
     def _read_log(self, t: float) -> None:
         data = self.sources.read_log()
@@ -142,6 +168,7 @@ class Watcher:
             return
         # the first read is the tail that was already there; any later one is growth
         self._log_grew, self._log_read_once = self._log_grew or self._log_read_once, True
+        self._first_read_t = t if self._first_read_t is None else self._first_read_t
         self._last_log_t = t
         lines = self.log.feed(data)
         engine = self.sources.engine_for(self.log.lines)
@@ -152,11 +179,14 @@ class Watcher:
             pool = lines if len(lines) >= len(self.log.lines) else list(self.log.lines)
             self.log.reset_phases(t, engine.phase_events(pool))
         elif lines:
-            self.log.add_phases(t, engine.phase_events(lines, before=(p.event for p in self.log.phases)))
+            events = engine.phase_events(lines, before=(p.event for p in self.log.phases))
+            self.log.add_phases(t, events)
+            # a phase line is progress of the start (other lines may be a warning repeated forever)
+            self._motion.extend(Motion(f"phase:{e.phase.value}", t) for e in events)
 
     def _read_procs(self) -> None:
         try:
-            records = self._sampler.sample(self.sources.root_pid)
+            records = self.sources.read_procs()
             self._procs = pin_launcher(records, self.sources.root_pid, self._procs)
             self.sources.clear_missing("procs")
         except SourceUnavailable as exc:
@@ -188,12 +218,23 @@ class Watcher:
         for stack, raw in dumps:
             stored = self.stacks.add(stack, raw, t)
             if not stack.native:
-                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label))
+                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t)
+                self._note_wait(stack.label, mark, t)
                 self._stack_marks[stack.label] = mark
         self.sources.set_stack_missing(missing, any_ok=bool(dumps))
         kept = set(self.stacks.labels())  # processes that are gone stop costing memory
         self._stack_marks = {k: v for k, v in self._stack_marks.items() if k in kept}
+        self._wait_began = {k: v for k, v in self._wait_began.items() if k in kept}
+        self._steady = {k: v for k, v in self._steady.items() if k in kept}
         self._last_native_t = {k: v for k, v in self._last_native_t.items() if k in kept}
+
+    def _note_wait(self, label: str, mark: progress.StackMark, t: float) -> None:
+        """How long each process has shown the same stack: the final blocker's `for_s`."""
+        before = self._stack_marks.get(label)
+        if before is not None and before.signature == mark.signature:
+            self._steady[label] = self._steady.get(label, 1) + 1
+        else:
+            self._wait_began[label], self._steady[label] = t, 1
 
     def _schedule_stacks(self, t: float) -> None:
         targets = stack_targets(self._procs, self.config.max_stack_targets)
@@ -249,6 +290,7 @@ class Watcher:
             stacks=dict(self._stack_marks),
         )
         signals = progress.progress_signals(self._snapshot, snapshot, self.config.thresholds)
+        self._motion.extend(_motion(self._snapshot, signals))
         self._compared = self._compared or self._snapshot is not None
         self._snapshot = snapshot
         if signals:
@@ -268,24 +310,99 @@ class Watcher:
             return t + self._quiet_before_s
         return progress.since_last_progress(self._last_log_t, 0.0, t)
 
-    def _classify(self, t: float) -> Verdict:
-        self._evidence = build_evidence(self, t)
-        verdict = classify(self._evidence, self.rules, now=self.started_wall + t)
-        self._verdict = verdict
-        return verdict
+    # ---------------------------------------------------------------- observe, decide, publish
 
-    def _publish(self, t: float, verdict: Verdict) -> None:
-        changed = self.transitions.offer(t, self.started_wall + t, verdict)
+    def _observe(self, t: float) -> Observation:
+        latest = self.stacks.latest()
+        stacks = {label: sample.stack for label, sample in latest.items()}
+        prefer = self._verdict.blocker.chain[-1:] if self._verdict and self._verdict.blocker else ()
+        lines = list(self.log.lines)
+        return Observation(
+            t=round(t, 3), wall=self.started_wall + t, started_wall=self.started_wall, server=self._server_with_engine(),
+            procs=tuple(self._procs), phases=phase_spans(self.log.phases),
+            phase_events=tuple(tp.event for tp in self.log.phases), gpus=tuple(self.gpus.samples), stacks=stacks,
+            stack_samples=tuple(StackSnapshot(s.stack, s.raw) for s in self.stacks.all()),
+            stack_tree=merge_stacks(stacks.values(), prefer), ports=self.sources.ports, ports_text=self.sources.ports_text,
+            progress=Progress(self.since_last_progress(t), self.since_last_log(t), self.recent_signals()),
+            missing=self.sources.missing(), timings=dict(self.sources.latencies),
+            log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.raw_tail(),
+            transitions=tuple(_record(tr) for tr in self.transitions.items()),
+            wait_since={label: round(t - began, 2) for label, began in self._wait_began.items()},
+            endpoint=self.sources.endpoint,
+        )  # fmt: skip
+
+    def _server_with_engine(self) -> ServerInfo:
+        engine = self.sources.engine_name
+        if engine != self._server_info.engine:
+            self._server_info = replace(self._server_info, engine=engine)
+        return self._server_info
+
+    def _decide(self, obs: Observation) -> Verdict:
+        where = position(_rows(obs), obs.t)
+        decision = self._decider.decide(
+            build_evidence(obs), t=obs.t, wall=obs.wall, motion=self._motion, wait_since=obs.wait_since,
+            steady=dict(self._steady), past=self._past_starts(obs), where=where, elapsed_s=self._elapsed(obs),
+        )
+        self._verdict, self._raw = decision.verdict, decision.raw
+        return decision.verdict
+
+    def _publish(self, obs: Observation, verdict: Verdict) -> None:
+        changed = self.transitions.offer(obs.t, obs.wall, verdict)
+        if changed:  # the observation carries the transition it caused
+            obs = replace(obs, transitions=tuple(_record(tr) for tr in self.transitions.items()))
+        self._observation = obs
         self.view.publish(
             verdict=verdict,
             verdict_time=self._wall() if changed or self.view.verdict_time() is None else self.view.verdict_time(),
-            stacks=stacks_json(self.stacks.latest()),
-            timeline=timeline_json(self.log.phases),
-            gpu_samples=list(self.gpus.samples),
-            sampler_latencies=dict(self.sources.latencies),
-            bundle_files=self.bundle_files,
+            stacks=stacks_json(obs.stacks),
+            stack_tree=obs.stack_tree,
+            timeline={rank: [span.to_dict() for span in spans] for rank, spans in obs.phases.items()},
+            gpu_samples=list(obs.gpus),
+            sampler_latencies=dict(obs.timings),
+            bundle_files=lambda: bundle_files(obs),
+            observation=obs,
             tick=True,
         )
+
+    # ---------------------------------------------------------------- learning from past starts
+
+    def _setup_key(self, obs: Observation) -> SetupKey | None:
+        if self._setup is None and obs.server.engine:
+            flags = obs.server.flags
+            gpu = obs.gpus[-1].gpus[0].name if obs.gpus and obs.gpus[-1].gpus else None
+            model = flags.get("model-path") or flags.get("model") or "unknown"
+            tp = flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size") or "1"
+            self._setup = SetupKey(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
+                                   str(model), int(tp) if str(tp).isdigit() else 1, gpu or "cpu")
+        return self._setup
+
+    def _past_starts(self, obs: Observation) -> list[PastStart]:
+        if self._book is None:
+            return []
+        if self._past is None:
+            key = self._setup_key(obs)
+            if key is None:
+                return []
+            self._past = self._book.past_starts(key)
+        return self._past
+
+    def _elapsed(self, obs: Observation) -> float | None:
+        """Seconds since the launcher started (the ETA counts from there); None when unknown."""
+        launcher = next((p for p in obs.procs if p.role == "launcher" and p.create_time), None)
+        return max(0.0, obs.wall - launcher.create_time) if launcher and launcher.create_time else None
+
+    def _learn(self, obs: Observation, verdict: Verdict) -> None:
+        """The first time the start is ready: keep its phase durations for the next start."""
+        if self._book is None or self._learned or verdict.state is not State.READY:
+            return
+        self._learned = True
+        key = self._setup_key(obs)
+        elapsed = self._elapsed(obs)
+        # phases already under way when we attached would be undercounted; from the launch, all count
+        seen_from = -1.0 if elapsed is not None and elapsed - obs.t < 3.0 else (self._first_read_t or 0.0)
+        durations = phase_durations(_rows(obs), seen_from, obs.t)
+        if key is not None and durations:
+            self._book.record_start(key, PastStart(elapsed if elapsed is not None else obs.t, durations), at=obs.wall)
 
     # ---------------------------------------------------------------- read access
 
@@ -298,8 +415,18 @@ class Watcher:
         return self._verdict
 
     @property
+    def raw_verdict(self) -> Verdict | None:
+        """What the classifier alone said at the last tick, before episodes (tests, the bench)."""
+        return self._raw
+
+    @property
+    def observation(self) -> Observation | None:
+        """The latest tick's observation (what every sink reads)."""
+        return self._observation
+
+    @property
     def evidence(self) -> Evidence | None:
-        return self._evidence
+        return build_evidence(self._observation) if self._observation else None
 
     def recent_signals(self) -> tuple[str, ...]:
         return tuple(sorted(self._signals))
@@ -308,8 +435,16 @@ class Watcher:
         return self._clock() - self.started
 
     def bundle_files(self) -> dict[str, bytes]:
+        """A bundle of the latest observation (`collect`, GET /bundle)."""
         with self._lock:
-            return bundle_files(self)
+            obs = self._observation or self._observe(self.observed_for())
+        return bundle_files(obs)
+
+    def settle(self, timeout_s: float = 10.0) -> None:
+        """Wait until the stack dumps in flight have finished (their results join the next tick)."""
+        pending = [f for f in (self._dumping, self._native) if f is not None]
+        if pending:
+            wait(pending, timeout=timeout_s)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -340,6 +475,43 @@ def pin_launcher(records: list[ProcessRecord], root_pid: int, previous: Sequence
         if record.pid == root_pid and record.role != "launcher":
             record = replace(record, role="launcher", rank=None)
         out.append(record)
+    return out
+
+
+def server_info(server: Any) -> ServerInfo:
+    from hangwatch.engines import env_prefixes
+    from hangwatch.redact import filter_env
+
+    return ServerInfo(
+        name=server_name(server), engine=getattr(server, "engine", None), launcher_pid=server.launcher_pid,
+        host=getattr(server, "host", None), port=getattr(server, "port", None) or None,
+        cmdline=getattr(server, "cmdline", None), flags=dict(getattr(server, "flags", None) or {}),
+        env=dict(filter_env(getattr(server, "env", None) or {}, env_prefixes())), log_path=getattr(server, "log_path", None),
+        host_name=getattr(server, "host_name", None),
+    )  # fmt: skip
+
+
+def _rows(obs: Observation) -> dict[str, list[tuple[str, float, float | None]]]:
+    return {rank: [(s.phase, s.at, s.end) for s in spans] for rank, spans in obs.phases.items()}
+
+
+def _record(tr: Any) -> TransitionRecord:
+    v = tr.verdict
+    return TransitionRecord(tr.t, tr.wall, v.state.value, v.cause, v.rule, tuple(v.ranks), v.phase.value if v.phase else None)
+
+
+def _motion(before: progress.Snapshot | None, signals: Sequence[str]) -> list[Motion]:
+    """Real progress with the start of the interval it moved in; plain log growth is not
+    (a warning repeated forever moves the log); a phase line is (see _read_log)."""
+    if before is None:
+        return []
+    out = []
+    for signal in signals:
+        if signal == "log":
+            continue
+        mark = before.stacks.get(signal[6:]) if signal.startswith("stack:") else None
+        since = mark.t if mark is not None and mark.t is not None else before.t
+        out.append(Motion(signal, since))
     return out
 
 

@@ -184,3 +184,25 @@ def test_on_verdict_never_waits_on_a_slow_sink(tmp_path):
     # the sink sleeps a second per alert; the loop's call stays a queue put (GIL hand-offs aside)
     assert max(took) < 0.05
     dispatcher.close(timeout=0.1)
+
+
+def test_cause_refined_sends_one_message_per_more_confident_cause(tmp_path):
+    # GIVEN the live loop's episode: first "unknown", refined to nccl_init, then a weaker cause
+    # that the loop does not adopt (docs/live.md): the verdicts it publishes
+    from hangwatch.watch.episodes import EpisodeTracker
+
+    tracker = EpisodeTracker(new_id=lambda: "live-ep")
+    raw = [make_verdict(cause="unknown", confidence=0.2), make_verdict(cause="nccl_init", confidence=0.7),
+           make_verdict(cause="nccl_init", confidence=0.7), make_verdict(cause="jit_compile_slow", confidence=0.4)]
+    published = [tracker.update(v, [], t=float(i), wall=1_000.0 + i) for i, v in enumerate(raw)]
+    sink = RecordingSink()
+    dispatcher = AlertDispatcher([sink], HistoryStore(tmp_path / "h.db"))
+    # WHEN they reach the dispatcher
+    run(dispatcher, *published)
+    # THEN one firing, one "cause refined", all under the live loop's episode id
+    assert [a.kind for a in sink.sent] == ["firing", "refined:nccl_init"]
+    assert {a.episode_id for a in sink.sent} == {"live-ep"}
+    message = slack_message(sink.sent[1])
+    assert "cause refined to nccl_init" in message["text"]
+    assert [r.cause for r in dispatcher.store.refinements()] == ["nccl_init"]
+    dispatcher.close()

@@ -12,11 +12,11 @@ from hangwatch.sinks.store import HistoryStore
 from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
 
-def TestClient(app: object, **kw: object) -> _TestClient:  # noqa: N802 - stands in for the class
+def TestClient(app: object, **kw: object) -> _TestClient:
     """A client that names loopback in its Host header, as curl to 127.0.0.1 does (tokenless APIs check it)."""
     return _TestClient(app, base_url="http://127.0.0.1:9464", **kw)  # type: ignore[arg-type]
 
-PATHS = ["/verdict", "/healthz", "/metrics", "/stacks", "/timeline", "/bundle", "/history"]
+PATHS = ["/verdict", "/healthz", "/metrics", "/stacks", "/timeline", "/bundle", "/history", "/startupz"]
 
 
 @pytest.fixture
@@ -80,7 +80,8 @@ def test_metrics_openmetrics_on_request(client):
 
 
 def test_history_without_and_with_a_store(view, tmp_path):
-    assert TestClient(create_app(view)).get("/history").json() == {"enabled": False, "transitions": [], "alerts": []}
+    assert TestClient(create_app(view)).get("/history").json() == {
+        "enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
     store = HistoryStore(tmp_path / "h.db")
     store.record_transition("srv", "stalled", cause="x", episode_id="e1")
     store.record_alert("e1", "slack", "firing", "failed", attempts=3, detail=f"HTTP 500 HF_TOKEN={SECRET}")
@@ -129,3 +130,23 @@ def test_rate_bound_is_429_per_client(view):
     codes = [client.get("/healthz").status_code for _ in range(30)]
     assert codes[:10] == [200] * 10 and 429 in codes
     assert client.get("/healthz").headers.get("retry-after") == "1"
+
+
+def test_startupz_is_503_until_ready_and_says_why(view):
+    from hangwatch.model import Eta
+
+    client = TestClient(create_app(view))
+    response = client.get("/startupz")
+    assert response.status_code == 503
+    body = response.json()
+    assert (body["ready"], body["state"], body["phase"], body["cause"]) == (False, "stalled", "dist_init", "nccl_peer_exited")
+    view.publish(verdict=make_verdict(State.STARTING, None, eta=Eta(100.0, 6, 45.0)))
+    assert client.get("/startupz").json()["eta"] == {"ready_in_s": 100.0, "from_starts": 6, "budget_s": 45.0}
+    view.publish(verdict=make_verdict(State.READY, None))
+    assert client.get("/startupz").status_code == 200
+
+
+def test_stacks_carry_the_merged_tree(view):
+    tree = {"frame": "<all>", "ranks": ["TP0"], "outliers": [], "children": []}
+    view.publish(stack_tree=tree)
+    assert TestClient(create_app(view)).get("/stacks").json()["tree"] == tree

@@ -1,0 +1,76 @@
+"""The wait-for graph and the final blocker, on the H200 fixtures and on built stacks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangwatch.bundle import read_bundle
+from hangwatch.classify.waitfor import final_blocker
+from hangwatch.model import Evidence, Frame, Origin, ProcessRecord, ProcessStack, Source, ThreadStack
+
+GPU = Path(__file__).parents[2] / "fixtures" / "gpu"
+
+
+@pytest.mark.parametrize(("scenario", "rank", "pid", "definite"), [
+    ("collective", "TP1", 668, False),  # TP0 in an NCCL sync, TP1 idle in the user's hook
+    ("dead-rank", None, 946, True),  # TP0 waits on a rank that was SIGKILLed
+    ("graph-capture", "TP1", 1284, False),  # TP0 in a collective, TP1 synchronizing its GPU in capture
+    ("nccl-init", "TP1", 1095, False),
+])
+def test_final_blocker_on_the_gpu_fixtures(scenario: str, rank: str | None, pid: int, definite: bool) -> None:
+    blocker = final_blocker(read_bundle(GPU / scenario / "bundle"))
+    assert blocker is not None
+    assert (blocker.rank, blocker.pid, blocker.definite) == (rank, pid, definite)
+
+
+def _f(name: str, file: str, line: int = 1, origin: Origin = Origin.ENGINE) -> Frame:
+    return Frame(name.rsplit(".", 1)[-1], name, file, line, origin)
+
+
+def _stack(label: str, pid: int, *frames: Frame, active: bool = False) -> ProcessStack:
+    return ProcessStack(label, pid, (ThreadStack("MainThread", pid, frames, active),), Source(f"stacks/{label}.json"))
+
+
+def _proc(pid: int, rank: str, **kw) -> ProcessRecord:
+    return ProcessRecord(pid=pid, ppid=1, cmdline=f"sglang::scheduler_{rank}", role="scheduler", rank=rank, **kw)
+
+
+DIST = "torch/distributed/distributed_c10d.py"
+
+
+def test_ranks_in_different_collectives_are_a_cycle() -> None:
+    ev = Evidence(procs=(_proc(10, "TP0", state="S"), _proc(11, "TP1", state="S")),
+                  stacks=(_stack("TP0", 10, _f("all_reduce", DIST)), _stack("TP1", 11, _f("broadcast", DIST))))
+    blocker = final_blocker(ev, {"TP0": 12.0})
+    assert blocker is not None and blocker.definite and blocker.rank == "TP0" and "cycle" in blocker.waits_on
+    assert blocker.for_s == 12.0
+
+
+def test_ranks_all_in_the_same_collective_wait_on_none_of_them() -> None:
+    ev = Evidence(procs=(_proc(10, "TP0"), _proc(11, "TP1")),
+                  stacks=(_stack("TP0", 10, _f("all_reduce", DIST)), _stack("TP1", 11, _f("all_reduce", DIST))))
+    blocker = final_blocker(ev)
+    assert blocker is not None and not blocker.definite and blocker.chain == ("TP0",)
+
+
+def test_an_absent_rank_of_a_one_node_start_is_definite() -> None:
+    ev = Evidence(flags={"tp": "2"}, procs=(_proc(10, "TP0"),), stacks=(_stack("TP0", 10, _f("barrier", DIST)),))
+    blocker = final_blocker(ev)
+    assert blocker is not None and blocker.definite and blocker.rank == "TP1" and blocker.state == "absent"
+
+
+def test_a_rank_waiting_for_its_child_names_the_child() -> None:
+    child = ProcessRecord(pid=12, ppid=10, cmdline="python -c build", role="worker", rank="TP0-build", state="S",
+                          wchan=("pipe_read",))
+    ev = Evidence(procs=(_proc(10, "TP0", wchan=("do_wait",)), child),
+                  stacks=(_stack("TP0", 10, _f("Popen.wait", "subprocess.py", 1200, Origin.LIBRARY)),
+                          _stack("TP0-build", 12, _f("main", "build.py", 3, Origin.USER))))
+    blocker = final_blocker(ev)
+    assert blocker is not None and blocker.pid == 12 and "pipe" in blocker.waits_on
+
+
+def test_every_rank_running_has_no_blocker() -> None:
+    ev = Evidence(procs=(_proc(10, "TP0"),), stacks=(_stack("TP0", 10, _f("forward", "model.py"), active=True),))
+    assert final_blocker(ev) is None

@@ -1,0 +1,54 @@
+"""Learned budgets and the ETA (pure), and past starts kept across restarts in SQLite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hangwatch.model import Phase
+from hangwatch.sinks.store import HistoryStore
+from hangwatch.watch.budgets import PastStart, Position, SetupKey, budgets, eta, phase_durations, position
+
+KEY = SetupKey("sglang", "0.5.23", "/models/llama", 2, "NVIDIA H200")
+
+
+def test_budget_is_twice_the_longest_plus_a_margin() -> None:
+    past = [PastStart(100, {"cuda_graph": 9.0}), PastStart(90, {"cuda_graph": 7.0, "weight_load": 0.0})]
+    assert budgets(past) == {Phase.CUDA_GRAPH: 23.0, Phase.WEIGHT_LOAD: 5.0}
+
+
+def test_eta_counts_what_is_left_of_this_phase_and_the_phases_ahead() -> None:
+    past = [PastStart(60, {"weight_load": 20.0, "kv_cache": 10.0, "cuda_graph": 30.0})] * 3
+    got = eta(past, Position(Phase.WEIGHT_LOAD, 5.0), elapsed_s=30.0)
+    assert got is not None and got.ready_in_s == 15.0 + 10.0 + 30.0 and got.from_starts == 3 and got.budget_s == 45.0
+    assert eta([], Position(Phase.WEIGHT_LOAD, 5.0), 30.0) is None
+
+
+def test_position_is_the_rank_furthest_behind_and_after_an_end_line_the_next_phase() -> None:
+    rows = {"TP0": [("weight_load", 1.0, 3.0)], "TP1": [("dist_init", 0.5, None)]}
+    assert position(rows, 10.0) == Position(Phase.DIST_INIT, 9.5)
+    assert position({"TP0": [("weight_load", 1.0, 3.0)]}, 10.0) == Position(Phase.KV_CACHE, 7.0)
+
+
+def test_phase_durations_skip_phases_already_under_way_when_attached() -> None:
+    rows = {"TP0": [("dist_init", 0.0, None), ("weight_load", 4.0, 9.0), ("kv_cache", 9.5, None)]}
+    assert phase_durations(rows, seen_from=0.0, ready_t=20.0) == {"weight_load": 5.0, "kv_cache": 10.5}
+
+
+def test_past_starts_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "history.sqlite"
+    store = HistoryStore(path)
+    store.record_start(KEY, PastStart(42.0, {"cuda_graph": 9.0}), at=1.0)
+    store.record_start(SetupKey("sglang", "0.5.23", "/models/llama", 8, "NVIDIA H200"), PastStart(1.0, {}), at=2.0)
+    store.close()
+    again = HistoryStore(path)
+    assert again.past_starts(KEY) == [PastStart(42.0, {"cuda_graph": 9.0})]
+
+
+def test_a_refined_cause_is_recorded_once(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    episode = store.start_episode("srv", "stalled", "unknown", at=1.0, episode_id="live-1")
+    assert episode.id == "live-1"
+    assert store.refine_episode("live-1", "nccl_init", 0.7, at=2.0)
+    assert not store.refine_episode("live-1", "nccl_init", 0.7, at=3.0)
+    assert [(r.cause, r.confidence) for r in store.refinements()] == [("nccl_init", 0.7)]
+    assert store.episodes()[0].cause == "nccl_init"

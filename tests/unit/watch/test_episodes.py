@@ -1,0 +1,69 @@
+"""Stall episodes (docs/live.md): stalled until real progress, causes refined, never resolved without progress."""
+
+from __future__ import annotations
+
+import itertools
+
+from hangwatch.model import State, Verdict
+from hangwatch.watch.episodes import EpisodeTracker, Motion
+
+
+def _v(state: State, cause: str | None = None, confidence: float = 0.5, since: float = 0.0) -> Verdict:
+    return Verdict(state=state, cause=cause, confidence=confidence, since_s=since)
+
+
+def _tracker() -> EpisodeTracker:
+    ids = itertools.count(1)
+    return EpisodeTracker(new_id=lambda: f"e{next(ids)}")
+
+
+def test_a_rule_dropping_out_while_nothing_moved_stays_stalled() -> None:
+    tracker = _tracker()
+    first = tracker.update(_v(State.STALLED, "weight_loading_io", 0.7, since=30), [], t=100, wall=1000)
+    assert first.episode is not None and first.episode.id == "e1"
+    held = tracker.update(_v(State.STARTING), [], t=101, wall=1001)
+    assert held.state is State.STALLED and held.cause == "weight_loading_io" and held.episode.id == "e1"
+    assert held.since_s == 31  # the stall goes on from when it began, not from the raw verdict's reset
+
+
+def test_progress_dated_before_the_episode_does_not_end_it_but_progress_inside_does() -> None:
+    tracker = _tracker()
+    tracker.update(_v(State.STALLED, "x", 0.7), [], t=100, wall=1000)
+    old = tracker.update(_v(State.STARTING), [Motion("stack:TP0", since_t=95)], t=101, wall=1001)
+    assert old.state is State.STALLED
+    new = tracker.update(_v(State.STARTING), [Motion("phase:kv_cache", since_t=102)], t=102, wall=1002)
+    assert new.state is State.STARTING and new.episode is None
+    assert tracker.ended[-1].state == "resolved" and tracker.ended[-1].id == "e1"
+
+
+def test_still_stalled_raw_with_progress_keeps_the_episode() -> None:
+    tracker = _tracker()
+    tracker.update(_v(State.STALLED, "x", 0.7), [], t=100, wall=1000)
+    out = tracker.update(_v(State.STALLED, "x", 0.7), [Motion("io:TP0", 100.5)], t=101, wall=1001)
+    assert out.state is State.STALLED and out.episode.id == "e1" and not tracker.ended
+
+
+def test_cause_refined_only_to_a_more_confident_one() -> None:
+    tracker = _tracker()
+    tracker.update(_v(State.STALLED, "unknown", 0.2), [], t=100, wall=1000)
+    refined = tracker.update(_v(State.STALLED, "nccl_init", 0.7), [], t=101, wall=1001)
+    assert refined.cause == "nccl_init" and refined.episode.cause == "nccl_init"
+    assert [(r.cause, r.confidence) for r in refined.episode.refined] == [("nccl_init", 0.7)]
+    weaker = tracker.update(_v(State.STALLED, "jit_compile_slow", 0.4), [], t=102, wall=1002)
+    assert weaker.cause == "nccl_init" and len(weaker.episode.refined) == 1
+    assert weaker.episode.to_dict()["refined"] == [{"at": 1001, "cause": "nccl_init", "confidence": 0.7}]
+
+
+def test_ready_ends_it_and_a_crash_ends_it_as_crashed() -> None:
+    tracker = _tracker()
+    tracker.update(_v(State.STALLED, "x", 0.7), [], t=1, wall=1)
+    assert tracker.update(_v(State.READY), [], t=2, wall=2).episode is None
+    tracker.update(_v(State.STALLED, "y", 0.7), [], t=3, wall=3)
+    crashed = tracker.update(_v(State.CRASHED, "dead_rank", 0.9), [], t=4, wall=4)
+    assert crashed.episode.id == "e2" and crashed.episode.state == "crashed" and crashed.episode.cause == "dead_rank"
+    assert [e.state for e in tracker.ended] == ["resolved", "crashed"]
+
+
+def test_healthy_verdicts_carry_no_episode() -> None:
+    tracker = _tracker()
+    assert tracker.update(_v(State.STARTING), [Motion("log", 0)], t=1, wall=1).episode is None

@@ -1,0 +1,188 @@
+"""`Watcher.tick()` in process, behind recorded sources: what the loop publishes tick by tick."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangwatch.classify import RULES_DIR, load_rules
+from hangwatch.model import Origin, State
+from hangwatch.watch import WatchConfig, Watcher
+from hangwatch.watch.budgets import PastStart, SetupKey
+from hangwatch.watch.observation import Observation
+from helpers.recorded_sources import RecordedSources, frame, proc, server, stack
+
+LOG = (Path(__file__).parents[2] / "fixtures" / "live" / "hs-dump-patch.log").read_bytes().splitlines(keepends=True)
+RULES = load_rules([RULES_DIR])
+WALL0 = 1_800_000_000.0
+
+
+def _watcher(src: RecordedSources, **kw) -> Watcher:
+    config = WatchConfig(gpus=False, **kw.pop("config", {}))
+    return Watcher(server(), RULES, config, sources=src, clock=lambda: 0.0, wall=lambda: WALL0, **kw)
+
+
+def _tick(watcher: Watcher, t: float):
+    observation, verdict = watcher.tick(now=t)
+    watcher.settle()
+    return observation, verdict
+
+
+FORWARD = stack("101", 101, frame("LlamaModel.forward", "transformers/models/llama/modeling_llama.py", 412, Origin.LIBRARY),
+                frame("Scheduler.run_batch", "sglang/srt/managers/scheduler.py", 2100), active=True)
+BLOCKED = stack("101", 101, frame("_dump", "hs_dump.py", 42, Origin.USER), frame("dump_forward", "hs_dump.py", 51, Origin.USER),
+                frame("Scheduler.run_batch", "sglang/srt/managers/scheduler.py", 2100))
+
+
+def _hs_dump_start() -> tuple[RecordedSources, Watcher]:
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler", cpu=5.0), proc(102, "detokenizer")])
+    src.set_stacks(FORWARD)
+    src.write(b"".join(LOG[:40]))
+    return src, _watcher(src)
+
+
+def test_observation_is_frozen_plain_data_with_what_the_tick_saw() -> None:
+    src, watcher = _hs_dump_start()
+    observation, verdict = _tick(watcher, 0.0)
+    assert isinstance(observation, Observation)
+    assert observation.server.engine == "sglang" and observation.server.launcher_pid == 100
+    assert [p.pid for p in observation.procs] == [100, 101, 102]
+    assert observation.stacks["101"].threads[0].frames[0].qualname == "LlamaModel.forward"
+    assert observation.stack_tree["ranks"] == ["101"]
+    assert "main" in observation.phases and observation.phases["main"][-1].phase == "weight_load"
+    with pytest.raises(AttributeError):
+        observation.t = 5.0  # type: ignore[misc]
+    assert verdict.state is State.STARTING and watcher.view.observation() is observation
+
+
+def test_a_stack_that_changed_on_the_way_into_the_hang_does_not_end_the_stall() -> None:
+    """The lab's hs-dump-patch flap (issue 10): stalled, then "starting" for one tick because the
+    scheduler's stack moved from the forward into the blocked dump, then stalled again."""
+    src, watcher = _hs_dump_start()
+    states, raw = [], []
+    for t in range(0, 41):
+        if 1 <= t <= 16:
+            src.write(LOG[39 + t])  # the start goes on: one line a second, and the scheduler computes
+            src.burn("101", 0.5)
+        if t == 17:
+            src.write(b"".join(LOG[56:58]))  # the warm-up forward reaches the patch: "waiting for consumer"
+            src.set_stacks(BLOCKED)
+        _, verdict = _tick(watcher, float(t))
+        states.append((t, verdict.state, verdict.episode.id if verdict.episode else None))
+        raw.append((t, watcher.raw_verdict.state))
+    first = next(t for t, state, _ in states if state is State.STALLED)
+    after = [(t, state) for t, state, _ in states if t >= first]
+    assert all(state is State.STALLED for _, state in after), after
+    assert len({episode for t, _, episode in states if t >= first}) == 1  # one episode, never resolved
+    # the classifier alone flapped here (its hold restarted when the stack moved): the episode held
+    assert any(state is not State.STALLED for t, state in raw if t > first), raw
+
+
+def test_a_new_phase_after_the_stall_ends_the_episode() -> None:
+    src, watcher = _hs_dump_start()
+    for t in range(0, 10):
+        _, verdict = _tick(watcher, float(t))
+    assert verdict.state is State.STALLED and verdict.episode is not None
+    episode = verdict.episode.id
+    src.write(b"[2026-11-30 23:28:58] Load weight end. elapsed=0.06 s, type=X, avail mem=21 GB, mem usage=0.00 GB.\n")
+    src.write(b"[2026-11-30 23:28:59] KV Cache is allocated. #tokens: 4096, K size: 0.01 GB, V size: 0.01 GB\n")
+    _, verdict = _tick(watcher, 10.0)
+    assert verdict.state is not State.STALLED and verdict.episode is None
+    assert watcher._decider.episodes.ended[-1].id == episode and watcher._decider.episodes.ended[-1].state == "resolved"
+
+
+def test_a_dead_rank_that_others_wait_for_is_a_stall_without_the_hold() -> None:
+    barrier = frame("monitored_barrier", "torch/distributed/distributed_c10d.py", 5435, Origin.TORCH)
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler", "TP0"),
+                                 proc(102, "scheduler", "TP1", alive=False, state="Z", exit_code=-9)])
+    src.set_stacks(stack("TP0", 101, barrier, frame("dist_barrier_after_load", "sglang/srt/model_loader/utils.py", 387)))
+    src.write(b"".join(LOG[:42]))
+    watcher = _watcher(src, config={"min_hold_s": 30.0})  # a long floor: only the deadlock path can be quick
+    verdicts = [_tick(watcher, float(t))[1] for t in range(0, 12)]
+    stalled = [v for v in verdicts if v.state is State.STALLED]
+    assert stalled, [v.state for v in verdicts]
+    blocker = stalled[0].blocker
+    assert blocker is not None and blocker.definite and blocker.pid == 102 and blocker.state == "exited"
+    assert blocker.chain == ("TP0", "TP1")
+
+
+def test_tp1_loading_a_fifo_is_named_as_the_final_blocker() -> None:
+    barrier = frame("monitored_barrier", "torch/distributed/distributed_c10d.py", 5435, Origin.TORCH)
+    loader_main = (frame("Condition.wait", "threading.py", 327, Origin.LIBRARY), frame("Thread.start", "threading.py", 969, Origin.LIBRARY),
+                   frame("DefaultModelLoader.load_model", "sglang/srt/model_loader/loader.py", 1020))
+    from hangwatch.model import ThreadStack
+
+    pool = ThreadStack("ThreadPoolExecutor-1_0", 7, (frame("_load_file", "sglang/srt/model_loader/weight_utils.py", 1354),), False)
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler", "TP0"),
+                                 proc(102, "scheduler", "TP1", wchan=("do_epoll_wait", "wait_for_partner"))])
+    src.set_stacks(stack("TP0", 101, barrier), stack("TP1", 102, *loader_main, threads=[pool]))
+    src.write(b"".join(LOG[:40]))
+    watcher = _watcher(src)
+    for t in range(0, 60):
+        _, verdict = _tick(watcher, float(t))
+    assert verdict.state is State.STALLED
+    b = verdict.blocker
+    assert b is not None and b.rank == "TP1" and b.pid == 102 and b.chain == ("TP0", "TP1")
+    assert "FIFO" in b.waits_on and b.frame is not None and "_load_file" in b.frame
+    assert b.for_s is not None and b.for_s > 30
+    tree = watcher.observation.stack_tree
+    assert tree["ranks"] == ["TP0", "TP1"] and tree["outliers"] == ["TP1"]
+
+
+class _Book:
+    def __init__(self, past: list[PastStart]) -> None:
+        self.past, self.recorded = past, []
+
+    def past_starts(self, key: SetupKey, limit: int = 50) -> list[PastStart]:
+        self.key = key
+        return list(self.past)
+
+    def record_start(self, key: SetupKey, start: PastStart, *, at: float) -> None:
+        self.recorded.append((key, start))
+
+
+def test_a_phase_past_its_learned_budget_is_stalled_before_the_fixed_hold() -> None:
+    waiting = stack("101", 101, frame("Scheduler.event_loop", "sglang/srt/managers/scheduler.py", 900))
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+    src.set_stacks(waiting)
+    src.write(b"".join(line for line in LOG[:38] if b"HS_DUMP" not in line))  # ends at "Load weight begin."
+    quick = [PastStart(20.0, {"weight_load": 1.0})] * 3  # it always loaded in a second: budget 7 s
+
+    def first_stall(book: _Book | None, learn: bool = True) -> float | None:
+        watcher = _watcher(RecordedSources(procs=list(src.procs), stacks=list(src.stacks), _log=src._log),
+                           book=book, config={"learn": learn})
+        for t in range(0, 40):
+            _, verdict = _tick(watcher, float(t))
+            if verdict.state is State.STALLED:
+                return t
+        return None
+
+    learned, fixed, off = first_stall(_Book(quick)), first_stall(None), first_stall(_Book(quick), learn=False)
+    assert learned is not None and learned <= 2 * 1.0 + 5.0 + 1
+    assert fixed is None or fixed > learned
+    assert off == fixed
+
+
+def test_eta_from_past_starts_and_a_ready_start_is_recorded() -> None:
+    book = _Book([PastStart(60.0, {"weight_load": 10.0, "kv_cache": 5.0, "http_up": 5.0})] * 4)
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+    src.write(b"".join(LOG[:38]))
+    watcher = _watcher(src, book=book)
+    _, verdict = _tick(watcher, 0.0)
+    assert verdict.eta is not None and verdict.eta.from_starts == 4 and verdict.eta.ready_in_s is not None
+    assert verdict.eta.budget_s == 2 * 10.0 + 5.0
+    src.write(b"".join(LOG[38:56]) + b"[2026-11-30 23:29:01] The server is fired up and ready to roll!\n")
+    _, verdict = _tick(watcher, 3.0)
+    assert verdict.state is State.READY and verdict.eta is None
+    assert len(book.recorded) == 1 and book.key.engine == "sglang" and book.key.gpu_model == "cpu"
+
+
+def test_the_launcher_gone_is_a_crash_that_ends_the_episode() -> None:
+    src, watcher = _hs_dump_start()
+    for t in range(0, 8):
+        _, verdict = _tick(watcher, float(t))
+    assert verdict.state is State.STALLED
+    src.launcher_gone = True
+    _, verdict = _tick(watcher, 8.0)
+    assert verdict.state is State.CRASHED and verdict.episode is not None and verdict.episode.state == "crashed"
