@@ -301,7 +301,9 @@ def redacted(value: Any) -> Any:
 
 def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
     """`Verdict.to_dict()` with secrets masked: what every sink publishes."""
-    return redact_obj(verdict.to_dict())
+    body = redact_obj(verdict.to_dict())
+    assert isinstance(body, dict)  # redact_obj keeps the shape of what it is given
+    return body
 
 
 # ---------------------------------------------------------------- terminal

@@ -165,7 +165,8 @@ class _BoundedTarInfo(tarfile.TarInfo):
                    tarfile.SOLARIS_XHDTYPE)
         if self.type in special and self.size > MAX_HEADER_BYTES:
             raise BundleError(f"an archive header of {self.size} bytes (over {MAX_HEADER_BYTES}): not a bundle")
-        return super()._proc_member(tarfile_)  # type: ignore[misc]
+        member: tarfile.TarInfo = super()._proc_member(tarfile_)  # type: ignore[misc]
+        return member
 
 
 def _read_members(tar: tarfile.TarFile) -> dict[str, bytes]:

@@ -29,7 +29,7 @@ from hangwatch.engines.vllm import VLLM_ENGINE
 from hangwatch.model import LogLine
 
 __all__ = [
-    "ENGINES", "MAIN", "Engine", "LogPrefix", "Marker", "ParsedPrefix", "engine_names", "engines",
+    "COMMON_ROLES", "ENGINES", "MAIN", "Engine", "LogPrefix", "Marker", "ParsedPrefix", "engine_names", "engines",
     "env_prefixes", "flag_aliases", "get_engine", "guess_engine", "rank_positions", "ready_seen",
     "rank_roles", "register", "role_names", "server_port", "server_roles", "strip_uvicorn", "unregister",
 ]  # fmt: skip
