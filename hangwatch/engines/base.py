@@ -194,6 +194,7 @@ class Engine(abc.ABC):
     # entry (`managers/scheduler.py`, even `scheduler.py`) is still engine code
     source_dirs: frozenset[str] = frozenset()
     source_files: frozenset[str] = frozenset()
+    libraries: frozenset[str] = frozenset()  # packages shipped with it (its kernels): library code
     distributions: tuple[str, ...] = ()  # its pip distributions (preflight reads their versions)
     # processes: every role its titles give (`process_role`), and those of its rank processes
     # (schedulers, workers: stacked, compared across ranks, their death is a crash)

@@ -134,6 +134,7 @@ class SGLang(Engine):
     )
     roles = ("launcher", "scheduler", "detokenizer", "tokenizer", "dp_controller")
     rank_roles = frozenset({"scheduler"})
+    libraries = frozenset({"sgl_kernel"})
     program = r"sglang\.launch_server|launch_server\.py"
     serve_command = "sglang"
     launch_hint = "python -m sglang.launch_server, sglang serve"

@@ -128,6 +128,7 @@ class VLLM(Engine):
     )
     roles = ("launcher", "engine_core", "worker", "tokenizer", "dp_controller")
     rank_roles = frozenset({"engine_core", "worker"})
+    libraries = frozenset({"vllm_flash_attn"})
     program = r"vllm\.entrypoints\.[\w.]+|api_server\.py"
     serve_command = "vllm"
     launch_hint = "vllm serve, python -m vllm.entrypoints..."

@@ -22,14 +22,14 @@ __all__ = ["engine_packages", "frame_origin", "make_frame", "relative_file", "sp
 _STDLIB = frozenset(sys.stdlib_module_names)
 # Well-known third-party packages: a pasted short path such as `filelock/_api.py` is theirs.
 _LIBRARIES = frozenset(
-    "filelock flashinfer triton transformers huggingface_hub safetensors deep_gemm sgl_kernel numpy "
+    "filelock flashinfer triton transformers huggingface_hub safetensors deep_gemm numpy "
     "requests urllib3 uvicorn uvloop fastapi starlette anyio tqdm zmq msgspec pydantic tokenizers "
-    "xgrammar outlines ray nccl cupy jax accelerate tilelang cutlass flash_attn vllm_flash_attn "
+    "xgrammar outlines ray nccl cupy jax accelerate tilelang cutlass flash_attn "
     "torchvision torchaudio einops aiohttp httpx setuptools pkg_resources importlib_metadata".split()
 )
 # A library run from a source checkout (`/workspace/flashinfer/python/flashinfer/...`): its own code.
 _LIBRARY_CHECKOUT = re.compile(
-    r"/(?:flashinfer|triton|transformers|sgl_kernel|deep_gemm|safetensors|filelock|huggingface_hub|cutlass|"
+    r"/(?:flashinfer|triton|transformers|deep_gemm|safetensors|filelock|huggingface_hub|cutlass|"
     r"flash_attn|tilelang|xgrammar|accelerate|tokenizers|numpy)/"
 )
 # Code torch.compile generated (Inductor's output modules, an engine's compile cache): torch's work,
@@ -57,6 +57,8 @@ class _EngineCode:
     # an engine or torch run from a source checkout (`pip install -e`): absolute, outside
     # site-packages, yet the engine's own code
     checkout: re.Pattern[str]
+    libraries: frozenset[str]  # packages that ship with an engine (its kernels): library code
+    library_checkout: re.Pattern[str]
 
 
 @lru_cache(maxsize=8)
@@ -68,6 +70,8 @@ def _engine_code(registered: tuple[Engine, ...]) -> _EngineCode:
         dirs=frozenset(d for e in registered for d in e.source_dirs),
         files=frozenset(f for e in registered for f in e.source_files),
         checkout=re.compile("|".join([*checkouts, torch])),
+        libraries=frozenset(lib for e in registered for lib in e.libraries),
+        library_checkout=re.compile("/(?:" + "|".join(sorted(re.escape(lib) for e in registered for lib in e.libraries)) + ")/"),
     )
 
 
@@ -111,7 +115,7 @@ def frame_origin(filename: str | None, function: str = "", native: bool = False)
         return Origin.LIBRARY
     if filename.startswith("/"):
         return _checkout_origin(filename, code)
-    if top in _STDLIB or top in _LIBRARIES:
+    if top in _STDLIB or top in _LIBRARIES or top in code.libraries:
         return Origin.LIBRARY
     if ("/" in rel and top in code.dirs) or rel in code.files:
         return Origin.ENGINE
@@ -125,7 +129,8 @@ def _checkout_origin(filename: str, code: _EngineCode) -> Origin:
         return Origin.TORCH
     found = code.checkout.search(filename)
     if not found:
-        return Origin.LIBRARY if _LIBRARY_CHECKOUT.search(filename) else Origin.USER
+        own = code.library_checkout.search(filename) if code.libraries else None
+        return Origin.LIBRARY if own or _LIBRARY_CHECKOUT.search(filename) else Origin.USER
     return Origin.TORCH if found.group("torch") else Origin.ENGINE
 
 
