@@ -276,7 +276,7 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     def stacks() -> dict[str, Any]:
         return {"server": view.server_name, "stacks": redacted(view.stacks()), "tree": redacted(view.stack_tree())}
 
-    @app.get("/startupz", response_model=StartupModel, summary="Startup probe: 200 once ready, else 503",
+    @app.get("/startupz", response_model=StartupModel, summary="Startup probe: 200 once ready, else 503 (no token needed)",
              responses={503: {"model": StartupModel, "description": "Not ready yet (the body says why)"}})
     def startupz() -> Response:
         body = startup_body(view)
@@ -416,7 +416,9 @@ def _safe(name: str) -> str:
 
 
 # The page itself holds no data (it fetches /snapshot with the token the user types), so it is open.
-_OPEN_PATHS = frozenset({"/healthz", "/"})
+# /startupz is a kubelet's startupProbe target, and a probe cannot read a Secret into a header: it
+# says only state, phase, times and the cause id (no stacks, command lines, logs or evidence).
+_OPEN_PATHS = frozenset({"/healthz", "/startupz", "/"})
 
 
 class _Guard:
