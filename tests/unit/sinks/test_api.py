@@ -109,11 +109,12 @@ def test_unknown_path_is_json_404_and_writes_are_405(client):
 def test_token_on_every_endpoint_but_healthz(view):
     client = TestClient(create_app(view, token="s3cret", rate=None))
     for path in PATHS + ["/docs", "/openapi.json", "/nope"]:
-        if path == "/healthz":
+        if path in ("/healthz", "/startupz"):  # probes: kubelet cannot send a Secret as a header
             continue
         assert client.get(path).status_code == 401, path
         assert client.get(path, headers={"Authorization": "Bearer wrong"}).status_code == 401, path
     assert client.get("/healthz").status_code == 200
+    assert set(client.get("/startupz").json()) == {"ready", "state", "phase", "elapsed_s", "eta", "cause"}
     response = client.get("/verdict", headers={"Authorization": "Bearer s3cret"})
     assert response.status_code == 200
     assert client.get("/verdict").headers["www-authenticate"] == "Bearer"
