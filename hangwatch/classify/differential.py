@@ -84,6 +84,56 @@ CHECKS: dict[str, str] = {
 }  # fmt: skip
 
 
+# Causes that the same observable evidence also fits, and why (the mechanism they share). The
+# differential lists them after the matched causes, at low confidence, so that the check that
+# tells them apart is on the page.
+NEIGHBOURS: dict[str, tuple[tuple[str, str], ...]] = {
+    "custom_allreduce": (("nccl_p2p_topology", "both move data between GPUs over P2P/IPC; a broken P2P path breaks either"),
+                         ("cuda_graph_capture", "the custom all-reduce registers its buffers around graph capture")),
+    "nccl_p2p_topology": (("custom_allreduce", "both move data between GPUs over P2P/IPC"),
+                          ("nccl_version_bug", "a first collective that never completes is also how NCCL release bugs show")),
+    "nccl_init": (("multinode_rendezvous", "both are ranks failing to meet at start-up"),
+                  ("driver_or_xid", "communicator init is the first thing that touches every GPU, NVLink and NVSwitch")),
+    "multinode_rendezvous": (("nccl_init", "both are ranks failing to meet at start-up"),
+                             ("port_in_use", "a rendezvous port held by another process looks like a peer that never answers")),
+    "nccl_version_bug": (("nccl_p2p_topology", "a collective that never completes"),
+                         ("driver_or_xid", "NCCL's kernels and the driver must agree")),
+    "driver_or_xid": (("nccl_init", "NCCL init is where a bad GPU or fabric shows first"),
+                      ("nccl_version_bug", "NCCL's kernels and the driver must agree")),
+    "shm_too_small": (("nccl_init", "NCCL sets up its SHM transport inside communicator init"),
+                      ("dead_rank", "SIGBUS on /dev/shm kills the rank")),
+    "port_in_use": (("multinode_rendezvous", "a taken rendezvous port stops the ranks meeting"),
+                    ("dead_rank", "the process that failed to bind exits and the rest wait")),
+    "cuda_graph_capture": (("custom_allreduce", "its buffers are registered around capture"),
+                           ("kv_cache_alloc", "capture needs the memory the KV pool leaves")),
+    "kv_cache_alloc": (("cuda_graph_capture", "capture needs the memory the KV pool leaves"),
+                       ("dead_rank", "host or GPU memory exhaustion kills a rank")),
+    "jit_compile_slow": (("jit_lock_deadlock", "a build waiting on another's lock looks like a slow build"),
+                         ("flashinfer_arch", "kernels built for a new architecture build long or fail")),
+    "jit_lock_deadlock": (("jit_compile_slow", "a build waiting on another's lock looks like a slow build"),
+                          ("flashinfer_arch", "FlashInfer's JIT holds those locks")),
+    "flashinfer_arch": (("jit_compile_slow", "FlashInfer builds its kernels JIT on first use"),
+                        ("arch_kernel_hang", "kernels run on an architecture they were not tuned for")),
+    "arch_kernel_hang": (("flashinfer_arch", "kernels run on an architecture they were not built for"),
+                         ("cuda_graph_capture", "the first forwards run inside graph capture")),
+    "weight_loading_io": (("dead_rank", "a rank killed while loading leaves the others at the barrier"),
+                          ("kv_cache_alloc", "the KV pool is sized right after the weights")),
+    "dead_rank": (("driver_or_xid", "a GPU fault kills the rank"),
+                  ("kv_cache_alloc", "memory exhaustion kills the rank")),
+    "tokenizer_or_detokenizer": (("warmup_request", "the warm-up request is the first to need the tokenizer"),),
+    "warmup_request": (("tokenizer_or_detokenizer", "the warm-up request is the first to need the tokenizer"),
+                       ("port_in_use", "the warm-up talks to the server's own port")),
+    "cpu_thread_oversubscription": (("weight_loading_io", "a starved CPU loads weights slowly"),
+                                    ("jit_compile_slow", "a starved CPU compiles slowly")),
+    "autotune_rank_desync": (("jit_compile_slow", "autotuning is a long first-start step"),
+                             ("nccl_p2p_topology", "ranks wait for each other in a collective")),
+    "patch_or_user_code": (("cuda_graph_capture", "added hooks run inside graph capture"),
+                           ("dead_rank", "a hook that raises kills its rank")),
+}  # fmt: skip
+NEIGHBOUR_FACTOR = 0.3
+NEIGHBOUR_MAX = 0.25
+
+
 def cites(facts: Iterable[Fact], role: str) -> bool:
     return any(fact.role == role for fact in facts)
 
@@ -136,7 +186,7 @@ def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ..
     for match in ranked:
         seen.setdefault(match.rule.cause, match)
     best = ranked[0] if ranked else None
-    out = []
+    out: list[Candidate] = []
     for match in list(seen.values())[:MAX_CANDIDATES]:
         out.append(
             Candidate(
@@ -146,4 +196,22 @@ def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ..
                 check=match.rule.check or CHECKS.get(match.rule.cause, ""),
             )
         )  # fmt: skip
+    if best is not None and best.held:
+        out.extend(_neighbours(best, [c.cause for c in out], MAX_CANDIDATES - len(out)))
     return tuple(out)
+
+
+def _neighbours(best: Match, present: list[str], room: int) -> list[Candidate]:
+    """Causes the winner's evidence also fits, for the differential's check; low confidence."""
+    confidence = round(min(NEIGHBOUR_MAX, calibrated(best) * NEIGHBOUR_FACTOR), 3)
+    out = []
+    for cause, why in NEIGHBOURS.get(best.rule.cause, ())[: max(room, 0)]:
+        if cause in present:
+            continue
+        out.append(Candidate(
+            cause=cause, confidence=confidence, rule=None,
+            evidence_for=(f"the evidence for {best.rule.cause} also fits it: {why}",),
+            evidence_against=("no evidence of its own",),
+            check=CHECKS.get(cause, ""),
+        ))  # fmt: skip
+    return out[:room]

@@ -49,7 +49,10 @@ def test_a_rule_quoting_only_consequences_ranks_below_one_quoting_the_root() -> 
     verdict = classify(log_of(CRASH), [dead, root])
     assert verdict.cause == "custom_allreduce"
     assert verdict.evidence[0].role == "root"
-    assert [c.cause for c in verdict.candidates] == ["custom_allreduce", "dead_rank"]
+    # the two matched causes, then the cause the same evidence also fits (P2P between the GPUs)
+    assert [c.cause for c in verdict.candidates] == ["custom_allreduce", "dead_rank", "nccl_p2p_topology"]
+    neighbour = verdict.candidates[2]
+    assert neighbour.rule is None and neighbour.confidence <= 0.25 and "NCCL_P2P_DISABLE" in neighbour.check
     # the consequence-only candidate is discounted and says what it does not explain
     dead_c = verdict.candidates[1]
     assert dead_c.confidence < 0.9 and any("first failure" in a for a in dead_c.evidence_against)
