@@ -98,11 +98,11 @@ class Procs:
                 proc.wait(timeout=10)
 
 
-def start_test_server(procs: Procs, tmp_path: Path, mode: str) -> subprocess.Popen[bytes]:
+def start_test_server(procs: Procs, tmp_path: Path, mode: str, **env: str) -> subprocess.Popen[bytes]:
     """The small real test server (tests/integration/programs) in `mode`; its FIFO, when it needs one, in tmp_path."""
     fifo = tmp_path / "weights.fifo"
     if mode == "fifo_rank" and not fifo.exists():
         os.mkfifo(fifo)
     argv = [sys.executable, str(PROGRAMS / "sglang" / "launch_server.py"), "--model-path", "/models/tiny",
             "--tp-size", "2", "--port", str(free_port())]
-    return procs.start(argv, "server", env={"HW_MODE": mode, "HW_FIFO": str(fifo)})
+    return procs.start(argv, "server", env={"HW_MODE": mode, "HW_FIFO": str(fifo), **env})

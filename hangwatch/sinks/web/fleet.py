@@ -98,6 +98,10 @@ def apart(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         return {"apart": [n["name"] for n in down], "why": f"its agent does not answer, so its ranks never showed up ({errors})"}
     if not up:
         return {"apart": [], "why": "no node's agent answers"}
+    states = sorted({str(n["verdict"].get("state")) for n in up})
+    if not any(n["verdict"].get("state") in _BAD for n in up):
+        # while every node moves on (or is ready), nodes at different points of the start are normal
+        return {"apart": [], "why": f"No node stands apart: {len(up)} node{'s' if len(up) > 1 else ''}, {' / '.join(states)}."}
     owner = _rank_owners(up)
     named = {(owner.get(r, n["name"]), r) for n in up for r in n["verdict"].get("ranks") or []}
     hosts = {node for node, _ in named}
@@ -114,7 +118,6 @@ def apart(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if len(bad) == 1 and len(up) > 1:
         v = bad[0]["verdict"]
         return {"apart": [bad[0]["name"]], "why": f"it alone is {v.get('state')}" + (f": {v.get('cause')}" if v.get("cause") else "")}
-    states = sorted({str(n["verdict"].get("state")) for n in up})
     return {"apart": [], "why": f"No node stands apart: {len(up)} node{'s' if len(up) > 1 else ''}, {' / '.join(states)}."}
 
 

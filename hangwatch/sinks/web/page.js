@@ -71,6 +71,7 @@
     return out.join(", ");
   }
   function swatch(color) { return "<svg class=\"swatch\" width=\"11\" height=\"11\"><rect width=\"11\" height=\"11\" rx=\"2\" fill=\"" + esc(color) + "\"/></svg>"; }
+  function isBad(v) { return !!v && (v.state === "stalled" || v.state === "crashed"); }
   // a process without a rank is labelled by its pid
   function rankName(label) { return /^\d+$/.test(label) ? "pid " + label : label; }
   function phaseOrder(p) { const i = PHASES.indexOf(p); return i < 0 ? -1 : i; }
@@ -90,6 +91,15 @@
     const file = f.file ? String(f.file).split("/").pop() : (f.library || "");
     return file ? name + " (" + file + (f.line ? ":" + f.line : "") + ")" : name;
   }
+  // A native dump (py-spy --native, taken of a stalled rank) interleaves C frames with Python ones; the
+  // tree keeps its Python frames, so it merges with the other ranks' Python-only stacks, plus the C
+  // frames it is waiting in (innermost), which say what it waits on.
+  function treeFrames(frames) {
+    let lead = 0;
+    while (lead < frames.length && frames[lead].origin === "native") lead++;
+    if (lead === frames.length) return frames.slice();
+    return frames.slice(0, lead).concat(frames.slice(lead).filter((f) => f.origin !== "native"));
+  }
   // processes without a rank (the launcher, labelled by pid) are not ranks: left out when ranks exist
   function treeLabels(labels) {
     const ranks = labels.filter((l) => !/^\d+$/.test(l));
@@ -103,7 +113,7 @@
       if (!th || !Array.isArray(th.frames) || !th.frames.length) continue;
       root.ranks.push(rank);
       let node = root;
-      for (const f of th.frames.slice().reverse()) { // innermost first in the data; the tree runs root -> leaf
+      for (const f of treeFrames(th.frames).reverse()) { // innermost first in the data; the tree runs root -> leaf
         const label = frameLabel(f);
         let child = node.children.find((c) => c.frame === label);
         if (!child) { child = { frame: label, ranks: [], children: [] }; node.children.push(child); }
@@ -156,16 +166,24 @@
     }
     return root;
   }
+  function pruneTree(node, keep) {
+    const ranks = node.ranks.filter(keep);
+    const children = node.children.map((c) => pruneTree(c, keep)).filter((c) => c.ranks.length);
+    return { ...node, ranks, children };
+  }
   function nodeStacks(node) { return (node.stacks && node.stacks.stacks) || {}; }
   function nodeTree(node) {
     const server = node.stacks && node.stacks.tree;
     if (server && Array.isArray(server.children)) return server;
-    return buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
+    const tree = buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
+    if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) tree.outliers = []; // groups differ while healthy
+    return tree;
   }
   // the ranks the verdict names; else the processes whose stacks decided it, when they are not all of them
   function culpritsOf(node) {
     const v = node.verdict || {};
     if ((v.ranks || []).length) return v.ranks;
+    if (!isBad(v)) return []; // slow or healthy: no process is "apart", whatever decided the verdict
     const labels = Object.keys(nodeStacks(node));
     const deciding = new Set();
     for (const e of v.evidence || []) {
@@ -340,7 +358,7 @@
       out.push("<rect class=\"rowbg" + (outlier ? " outlier" : "") + "\" x=\"0\" y=\"" + y + "\" width=\"" + W + "\" height=\"" + rowH + "\" fill=\"" + (i % 2 ? "#fafbfc" : "#fff") + "\"/>");
       if (multi && row.node !== lastNode) out.push("<line class=\"axis\" x1=\"0\" x2=\"" + W + "\" y1=\"" + y + "\" y2=\"" + y + "\"/>");
       lastNode = row.node;
-      out.push("<text class=\"rowlabel" + (outlier ? " outlier" : "") + "\" x=\"6\" y=\"" + (y + 16) + "\">" + esc(row.label === "main" ? "launcher" : row.label) + (outlier ? " ◀" : "") + "</text>");
+      out.push("<text class=\"rowlabel" + (outlier ? " outlier" : "") + "\" x=\"6\" y=\"" + (y + 16) + "\">" + esc(row.label.replace(/(^|\/)main$/, "$1launcher")) + (outlier ? " ◀" : "") + "</text>");
       for (const s of row.spans) {
         const end = s.end === null ? row.nowAt : s.end;
         const x0 = x(s.at), x1 = Math.max(x(end), x0 + 2);
@@ -385,13 +403,17 @@
     let tree;
     if (data.nodes.length > 1) {
       tree = mergeTrees(data.nodes.map((n) => ({ tree: nodeTree(n), prefix: n.name + "/" })));
+      // processes without a rank (launchers, by pid) leave the merged tree once any node has ranks
+      const kept = new Set(treeLabels(tree.ranks.map((r) => r.replace(/^.*\//, ""))));
+      tree = pruneTree(tree, (label) => kept.has(label.replace(/^.*\//, "")));
       const culprits = [];
       data.nodes.forEach((n) => ((n.verdict && n.verdict.ranks) || []).forEach((r) => culprits.push(qualify(data, n, r))));
       const fromNodes = [];
       data.nodes.forEach((n) => (nodeTree(n).outliers || []).forEach((r) => fromNodes.push(n.name + "/" + r)));
       const progress = {};
       data.nodes.forEach((n) => Object.assign(progress, rankProgress(timelineRanks(n), n.name + "/")));
-      tree.outliers = treeOutliers(tree, culprits.length ? culprits : fromNodes, progress);
+      tree.outliers = data.nodes.some((n) => isBad(n.verdict)) || culprits.length
+        ? treeOutliers(tree, culprits.length ? culprits : fromNodes, progress) : [];
     } else if (data.nodes.length === 1) tree = nodeTree(data.nodes[0]);
     if (!tree || !(tree.ranks || []).length) {
       setHTML("tree", "<p class=\"muted\">No stacks sampled yet: hangwatch samples every rank's stack when the log goes quiet (py-spy, without stopping the process).</p>");
@@ -483,7 +505,16 @@
       (utilPts.length ? "<polyline class=\"util\" points=\"" + utilPts.join(" ") + "\"/>" : "") + "</svg>";
     const gib = (m) => (m === null ? "?" : (m / 1024).toFixed(1));
     return "<div class=\"gpu\"><div class=\"gpu-title\">" + esc(title) + (g.name ? " <span class=\"muted\">" + esc(g.name) + "</span>" : "") + "</div>" + svg +
-      "<div class=\"spark-label\"><span>" + gib(lastP.mem) + " / " + gib(lastP.total) + " GiB</span><span>" + (lastP.util === null ? "?" : Math.round(lastP.util)) + " % busy</span></div></div>";
+      "<div class=\"spark-label\"><span>" + gib(lastP.mem) + " / " + gib(lastP.total) + " GiB" + memChange(pts) + "</span><span>" + (lastP.util === null ? "?" : Math.round(lastP.util)) + " % busy</span></div></div>";
+  }
+
+  // "+4.1 GiB in 2 s": a rise too small to see on the card's scale is still the news (a pool being built)
+  function memChange(pts) {
+    const mem = pts.filter((p) => p.mem !== null);
+    if (mem.length < 2) return "";
+    const delta = mem[mem.length - 1].mem - mem[0].mem;
+    if (Math.abs(delta) < 256) return "";
+    return " (" + (delta > 0 ? "+" : "−") + (Math.abs(delta) / 1024).toFixed(1) + " in " + fmtS(mem[mem.length - 1].t - mem[0].t) + ")";
   }
 
   function renderPreflight(data) {

@@ -52,7 +52,7 @@ def main(rank, store_port, ready_fd, mode):
     keep = meet_peers(rank, store_port, TP)
     log(label, "Init torch distributed ends. mem usage=0.00 GB")
     if mode == "slow" and rank == 0:
-        busy_compute(12)
+        busy_compute(float(os.environ.get("HW_SLOW_S", "12")))
     log(label, "Load weight begin. avail mem=60.00 GB")
     if mode == "fifo_rank":
         wait_after_load(rank, keep, os.environ["HW_FIFO"])

@@ -47,6 +47,12 @@ def test_a_node_whose_ranks_logged_nothing_yet_stands_apart():
     assert out["apart"] == ["n1"] and "no startup phase" in out["why"]
 
 
+def test_nodes_at_different_points_of_a_healthy_start_have_none_apart():
+    n0 = _node("n0", state="progressing", cause=None, timeline={"TP0": [_span("weight_load", 2.0)]})
+    n1 = _node("n1", state="starting", cause=None, timeline={})
+    assert apart([n0, n1])["apart"] == []
+
+
 def test_nodes_alike_have_none_apart():
     n0 = _node("n0", state="ready", cause=None, timeline={"TP0": [_span("ready")]})
     n1 = _node("n1", state="ready", cause=None, timeline={"TP1": [_span("ready")]})

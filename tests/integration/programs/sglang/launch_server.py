@@ -11,7 +11,7 @@ launcher blocks reading each rank's readiness socket, a ready server blocks in a
     tcpstore   rank 1 is never started: rank 0 waits in accept() for a peer that never comes
     dead_rank  rank 1 is SIGKILLed after `Init torch distributed begin.`; rank 0 waits for it
     exit       the launcher logs a traceback and exits with status 3
-    slow       like healthy, but rank 0 computes for ~12 s (CPU, moving stack) before its weights
+    slow       like healthy, but rank 0 computes for ~12 s ($HW_SLOW_S) (CPU, moving stack) before its weights
     spin       like healthy, then rank 0 computes forever, appending its rate to $HW_RATE_FILE
     fifo_rank  rank 1 blocks opening its weights ($HW_FIFO, a FIFO nobody writes); rank 0 loaded and waits for it
 """
