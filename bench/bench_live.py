@@ -9,6 +9,11 @@
 5. with the lab (real SGLang or vLLM on CPU): time from a hang's onset (the lab's onset file) to
    the right verdict (the scenario's state and cause, RIGHT below), median over the scenarios
    given with --lab, e.g. --lab weights-fifo,vllm-weights-fifo,vllm-master-port-taken
+6. with --repeat N (issue 10): each --lab scenario N times, then N times again with a history file
+   that a `healthy` start filled first (learned budgets); per scenario and pass: onset -> right
+   verdict (median, max), flaps (a published `stalled` followed by `starting`/`progressing`), and
+   whether all N final verdicts agree. `--lab all` is every SGLang lab scenario.
+       python bench/bench_live.py --lab-only --lab all --repeat 5
 """
 
 from __future__ import annotations
@@ -213,17 +218,143 @@ def _one_lab_run(name: str, tmp: Path) -> tuple[float | None, str]:
         lab.wait(timeout=90)
 
 
+SGLANG_LAB = ("healthy", "two-node-missing", "two-node-late", "weights-fifo", "tp2-one-rank-loading", "rank-killed",
+              "kv-slow", "hs-dump-patch", "port-taken")
+# never `stalled`: the right verdict is ready (state, cause None); their onset is the lab's `ready`
+RECOVERS = {"healthy": (("ready",), None), "kv-slow": (("ready",), None)}
+RIGHT.setdefault("two-node-late", (("stalled",), "multinode_rendezvous"))  # then ready: its resolve is no flap
+
+
+class _Stream:
+    """`hangwatch attach --json` read line by line, each verdict stamped with the wall time it came."""
+
+    def __init__(self, args: list[str]) -> None:
+        import threading
+
+        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     start_new_session=True)
+        self.lines: list[tuple[float, dict]] = []
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.strip():
+                self.lines.append((time.time(), json.loads(line)))
+
+    def stop(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGINT)
+            self.proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._thread.join(5)
+
+
+def _right(name: str, verdict: dict) -> bool:
+    states, cause = RECOVERS.get(name) or RIGHT.get(name, (("stalled",), None))
+    return verdict["state"] in states and (cause is None or verdict.get("cause") == cause)
+
+
+def _flaps(lines: list[tuple[float, dict]], onset: float | None) -> tuple[int, int]:
+    """(flaps, early stalls). A flap: after the hang's onset, a published `stalled` followed by
+    `starting`/`progressing` (the server cannot have moved). An early stall: `stalled` published
+    before the onset (a slow start called stuck)."""
+    after = [v["state"] for at, v in lines if onset is not None and at >= onset]
+    flaps = sum(1 for a, b in zip(after, after[1:], strict=False) if a == "stalled" and b in ("starting", "progressing"))
+    early = sum(1 for at, v in lines if v["state"] == "stalled" and (onset is None or at < onset))
+    return flaps, early
+
+
+def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s: float) -> dict:
+    stamp = time.time_ns()
+    # a hang is timed from its onset; a start that recovers, from the lab's `ready` (the server answers)
+    event = "ready" if name in RECOVERS else "onset"
+    onset_file = tmp / f"{name}.{stamp}.{event}.json"
+    lab = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, f"--{event}-file", str(onset_file),
+                            "--hold", str(int(limit_s + 120))], stdout=subprocess.PIPE, text=True, start_new_session=True)
+    out: dict = {"delay": None, "flaps": 0, "early": 0, "final": None, "blocker": None}
+    watch = None
+    try:
+        assert lab.stdout is not None
+        header = json.loads(lab.stdout.readline())
+        args = [HANGWATCH, "attach", str(header["pid"]), "--json"]
+        args += ["--history", str(history)] if history else ["--no-learn"]
+        watch = _Stream(args)
+        deadline, right_at = time.time() + limit_s, None
+        while time.time() < deadline and watch.proc.poll() is None:
+            time.sleep(0.5)
+            found = next((at for at, v in watch.lines if _right(name, v)), None)
+            right_at = right_at or found
+            if right_at and time.time() > right_at + after_s:
+                break
+        watch.stop()
+        lines = watch.lines
+        out["flaps"], out["early"] = _flaps(lines, _onset_time(onset_file, lab) if event == "onset" else None)
+        out["final"] = f"{lines[-1][1]['state']} {lines[-1][1].get('cause')}" if lines else "no verdict"
+        stalled = [v for _, v in lines if v.get("blocker")]
+        out["blocker"] = stalled[-1]["blocker"] if stalled else None
+        onset = _onset_time(onset_file, lab)
+        if right_at is not None and onset is not None:
+            out["delay"] = max(0.0, right_at - onset)
+    finally:
+        if watch is not None and watch.proc.poll() is None:
+            watch.stop()
+        try:
+            os.killpg(lab.pid, signal.SIGTERM)
+            lab.wait(timeout=60)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(lab.pid, signal.SIGKILL)
+    return out
+
+
+def _onset_time(onset_file: Path, lab: subprocess.Popen) -> float | None:
+    """The onset event's time; a --ready-file holds only the word "ready": its mtime then."""
+    if not onset_file.exists():
+        return None
+    try:
+        return float(json.loads(onset_file.read_text())["t"])
+    except (ValueError, KeyError, TypeError):
+        return onset_file.stat().st_mtime
+
+
+def lab_repeated(scenarios: list[str], runs: int, tmp: Path, after_s: float, limit_s: float) -> None:
+    for label, history in (("no history", None), ("with history", tmp / "history.sqlite")):
+        if history is not None:
+            _lab_run("healthy", tmp, history, after_s=1.0, limit_s=limit_s)  # one ready start to learn from
+        for name in scenarios:
+            results = [_lab_run(name, tmp, history, after_s, limit_s) for _ in range(runs)]
+            delays = [r["delay"] for r in results if r["delay"] is not None]
+            finals = {r["final"] for r in results}
+            blockers = {f"{b['rank'] or b['pid']}: {b['waits_on'][:60]}" for r in results if (b := r["blocker"])}
+            timing = (f"onset -> right verdict median {statistics.median(delays):.1f} s, max {max(delays):.1f} s"
+                      if delays else "no right verdict")
+            print(f"6. {name} ({label}, {runs} runs): {timing}; right in {len(delays)}/{runs}; "
+                  f"flaps {sum(r['flaps'] for r in results)}; early stalls {sum(r['early'] for r in results)}; final verdicts agree: {'yes' if len(finals) == 1 else 'no'} "
+                  f"({'; '.join(sorted(str(f) for f in finals))}); blocker: {'; '.join(sorted(blockers)) or '-'} "
+                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
-    parser.add_argument("--lab", default="", help="comma-separated lab scenarios for figure 5")
+    parser.add_argument("--lab", default="", help="comma-separated lab scenarios for figures 5 and 6 ('all': SGLang's)")
+    parser.add_argument("--repeat", type=int, default=0, help="figure 6: runs per scenario and pass")
+    parser.add_argument("--lab-only", action="store_true", help="only the lab figures")
+    parser.add_argument("--watch-after", type=float, default=30.0, help="figure 6: seconds watched after the right verdict (flaps)")
+    parser.add_argument("--limit", type=float, default=400.0, help="figure 6: seconds one run may take")
     args = parser.parse_args()
+    scenarios = list(SGLANG_LAB) if args.lab == "all" else [s for s in args.lab.split(",") if s]
     with tempfile.TemporaryDirectory(prefix="hangwatch-bench-") as tmp:
-        snapshot_of_eight(Path(tmp))
-        watched_overhead(Path(tmp), 10.0 if args.quick else 30.0)
-        big_log_first_verdict(Path(tmp))
-        if args.lab:
-            lab_onset_to_stalled([s for s in args.lab.split(",") if s], Path(tmp))
+        if not args.lab_only:
+            snapshot_of_eight(Path(tmp))
+            watched_overhead(Path(tmp), 10.0 if args.quick else 30.0)
+            big_log_first_verdict(Path(tmp))
+        if scenarios and not args.repeat:
+            lab_onset_to_stalled(scenarios, Path(tmp))
+        if scenarios and args.repeat:
+            lab_repeated(scenarios, args.repeat, Path(tmp), args.watch_after, args.limit)
 
 
 if __name__ == "__main__":

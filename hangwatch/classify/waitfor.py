@@ -233,7 +233,17 @@ def final_blocker(evidence: Evidence, wait_since: Mapping[str, float] | None = N
     waiting = [label for label, n in nodes.items() if n.wait is not None and n.wait.kind in _BLOCKING]
     if not waiting:
         return None
-    return _end_blocker([sorted(waiting, key=label_order)[0]], nodes, wait_since or {})
+    # a rank before a helper process; a wait on something outside the graph (a FIFO, the GPU) first
+    first = min(waiting, key=lambda label: (not _is_rank(label, nodes[label]), _OUTSIDE.get(_kind(nodes[label]), 9),
+                                            label_order(label)))
+    return _end_blocker([first], nodes, wait_since or {})
+
+
+_OUTSIDE = {"fifo": 0, "pipe": 0, "lock": 0, "gpu": 1, "child": 2, "collective": 3, "rendezvous": 3}
+
+
+def _kind(node: _Node) -> str:
+    return node.wait.kind if node.wait is not None else ""
 
 
 def _end_blocker(path: list[str], nodes: Mapping[str, _Node], since: Mapping[str, float]) -> Blocker:
@@ -246,7 +256,7 @@ def _end_blocker(path: list[str], nodes: Mapping[str, _Node], since: Mapping[str
     assert wait is not None
     return Blocker(rank=_rank(node), pid=node.proc.pid if node.proc else None, waits_on=wait.what,
                    frame=wait.frame.display if wait.frame else None, state=node.proc.state if node.proc else None,
-                   for_s=since.get(node.label), chain=tuple(path))
+                   for_s=_since(since, node.label), chain=tuple(path))
 
 
 def _cycle_blocker(path: list[str], nodes: Mapping[str, _Node], since: Mapping[str, float]) -> Blocker:
@@ -259,7 +269,12 @@ def _cycle_blocker(path: list[str], nodes: Mapping[str, _Node], since: Mapping[s
     return Blocker(rank=_rank(node), pid=node.proc.pid if node.proc else None,
                    waits_on=f"{wait.what}, while {others} (a cycle: {' -> '.join(loop)})",
                    frame=wait.frame.display if wait.frame else None, state=node.proc.state if node.proc else None,
-                   for_s=since.get(node.label), chain=tuple(path), definite=True)
+                   for_s=_since(since, node.label), chain=tuple(path), definite=True)
+
+
+def _since(since: Mapping[str, float], label: str) -> float | None:
+    """The watch keys stacks by their own label ("12345"); the graph names a rankless one "pid 12345"."""
+    return since.get(label, since.get(label.removeprefix("pid ")))
 
 
 def _what(node: _Node) -> str:

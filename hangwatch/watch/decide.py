@@ -40,6 +40,7 @@ class Decider:
     def __init__(self, rules: Sequence[Any], min_hold_s: float, policy: BudgetPolicy | None = None,
                  episodes: EpisodeTracker | None = None) -> None:
         self.rules = list(rules)
+        self._immediate = {r.id for r in rules if r.immediate} | {"wait-for-graph"}
         self._no_hold = cut_holds(rules, 0.0)
         self._short_hold = cut_holds(rules, min_hold_s)
         self.min_hold_s = min_hold_s
@@ -48,7 +49,8 @@ class Decider:
 
     def decide(self, evidence: Evidence, *, t: float, wall: float, motion: Iterable[Motion],
                wait_since: Mapping[str, float], steady: Mapping[str, int], past: Sequence[PastStart],
-               where: Position | None, elapsed_s: float | None) -> Decision:
+               where: Position | None, elapsed_s: float | None, stacks_at: float | None = None) -> Decision:
+        """`stacks_at`: watch time of the newest Python stack round, None when stacks cannot be taken."""
         blocker = final_blocker(evidence, wait_since) if evidence.stacks else None
         learned = budgets(past, self.policy)
         early = _early(blocker, steady, learned, where, evidence.since_last_progress_s, self.min_hold_s)
@@ -56,10 +58,29 @@ class Decider:
         raw = classify(evidence, rules, now=wall, budgets=learned)
         if early == "deadlock" and raw.state not in (State.STALLED, State.CRASHED) and blocker is not None:
             raw = _deadlock_verdict(raw, blocker)
+        if self.episodes.episode is None and self._unseen_quiet(raw, t, stacks_at):
+            raw = _not_yet(raw)
         published = self.episodes.update(raw, motion, t, wall)
         shown = blocker if published.state is State.STALLED else None
         ready_eta = None if published.state in (State.READY, State.CRASHED) else eta(past, where, elapsed_s, self.policy)
         return Decision(replace(published, blocker=shown, eta=ready_eta), raw, early)
+
+
+    def _unseen_quiet(self, raw: Verdict, t: float, stacks_at: float | None) -> bool:
+        """A stall on a rule's hold alone, before any stack round was taken inside the quiet time:
+        the ranks may be computing (a slow import on a loaded host), which only a stack that moved
+        with CPU time can show. Such a stall waits one round (a few seconds); an `immediate` rule
+        (its evidence proves the wait) does not."""
+        if raw.state is not State.STALLED or stacks_at is None or raw.since_s is None:
+            return False
+        if raw.rule in self._immediate:
+            return False
+        return stacks_at < t - raw.since_s
+
+
+def _not_yet(raw: Verdict) -> Verdict:
+    return replace(raw, state=State.STARTING, cause=None, confidence=0.5, rule=None, title=None, message=None,
+                   evidence=(), remedy=None, ranks=(), references=())
 
 
 def cut_holds(rules: Sequence[Any], hold_s: float) -> list[Any]:

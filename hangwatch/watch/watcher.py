@@ -342,9 +342,17 @@ class Watcher:
         decision = self._decider.decide(
             build_evidence(obs), t=obs.t, wall=obs.wall, motion=self._motion, wait_since=obs.wait_since,
             steady=dict(self._steady), past=self._past_starts(obs), where=where, elapsed_s=self._elapsed(obs),
+            stacks_at=self._stacks_at(),
         )
         self._verdict, self._raw = decision.verdict, decision.raw
         return decision.verdict
+
+    def _stacks_at(self) -> float | None:
+        """Watch time of the newest Python stack round; None when stacks cannot be taken at all."""
+        if not self.sources.stacks_possible or "stacks" in {m.source for m in self.sources.missing()}:
+            return None
+        marks = [m.t for m in self._stack_marks.values() if m.t is not None]
+        return max(marks) if marks else float("-inf")
 
     def _publish(self, obs: Observation, verdict: Verdict) -> None:
         changed = self.transitions.offer(obs.t, obs.wall, verdict)

@@ -75,8 +75,7 @@ def test_a_stack_that_changed_on_the_way_into_the_hang_does_not_end_the_stall() 
     after = [(t, state) for t, state, _ in states if t >= first]
     assert all(state is State.STALLED for _, state in after), after
     assert len({episode for t, _, episode in states if t >= first}) == 1  # one episode, never resolved
-    # the classifier alone flapped here (its hold restarted when the stack moved): the episode held
-    assert any(state is not State.STALLED for t, state in raw if t > first), raw
+    assert first <= 17 + 15  # decided within a few stack rounds of the hang
 
 
 def test_a_new_phase_after_the_stall_ends_the_episode() -> None:
@@ -186,3 +185,20 @@ def test_the_launcher_gone_is_a_crash_that_ends_the_episode() -> None:
     src.launcher_gone = True
     _, verdict = _tick(watcher, 8.0)
     assert verdict.state is State.CRASHED and verdict.episode is not None and verdict.episode.state == "crashed"
+
+
+def test_a_quiet_log_while_the_rank_computes_is_not_called_stalled() -> None:
+    """A loaded host: the log pauses for 6 s while the scheduler computes (its stack moves with CPU
+    time). The markers rule would hold after 3 s of quiet; the stall waits for a stack round
+    taken inside the quiet, and that round shows the rank moving."""
+    src, watcher = _hs_dump_start()
+    moving = stack("101", 101, frame("Scheduler.init_memory_pool", "sglang/srt/managers/scheduler.py", 700), active=True)
+    states = []
+    for t in range(0, 20):
+        if 1 <= t <= 6 or t >= 13:
+            src.write(LOG[39 + t] if 39 + t < 56 else b"[2026-11-30 23:28:59] still starting\n")
+        src.burn("101", 0.8)
+        if t == 8:
+            src.set_stacks(moving)
+        states.append(_tick(watcher, float(t))[1].state)
+    assert State.STALLED not in states, states
