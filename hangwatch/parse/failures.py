@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from hangwatch.model import LogLine
@@ -62,6 +62,7 @@ class Failure:
     cuda: str | None = None  # canonical CUDA error text: "invalid argument", "peer access is not supported"
     signal: str | None = None  # SIGBUS, SIGSEGV, SIGKILL, ...
     consequence: bool = False  # says only that something else failed (child died, tree killed)
+    warning: bool = False  # logged at warning level: the writer carried on
     role: str | None = None  # "root" | "consequence", set by `read_failures`
 
     @property
@@ -210,6 +211,9 @@ _MAYBE = re.compile(
 )
 # A message that opens by saying it failed: `Failed to initialize NVML: ...`, `Error: ...`
 _LEADING_FAILURE = re.compile(r"(?i)^(?:error|fatal|failed|failure|unable to|cannot|could not|can't)\b")
+# Warning level in the prefixes engines and libraries write: vLLM/logging `WARNING`, glog `[W...]`/
+# `W1201 ...`, Python's `UserWarning:`; NCCL's `NCCL WARN` is its error level and is not one of them.
+_WARNING_LEVEL = re.compile(r"(?:^|[\s\]:])WARN(?:ING)?\b|^\[?W\d{4} |^\[W |\b\w*Warning:")
 _ERROR_LEVEL = re.compile(r"(?i)(?:\[\S+\]\s*)*\[?(?:ERROR|CRITICAL|FATAL)\b")
 _TIMEOUT = re.compile(r"(?i)\btimed out\b|\btimeout\b|\bwatchdog\b|\bheartbeat\b")
 
@@ -327,6 +331,7 @@ def _make(kind: str, text: str, line: LogLine, **fields: object) -> Failure:
         kind=kind, text=text.strip(), lineno=line.lineno, lines=tuple(fields.pop("lines", (line.lineno,))),  # type: ignore[arg-type]
         rank=line.rank, process=line.process, timestamp=line.timestamp, message=message,
         locations=locs, errno=errno_family(text), cuda=cuda_error(text), signal=signal_of(text),
+        warning=bool(_WARNING_LEVEL.search(line.text)) and " NCCL WARN " not in f" {line.text} ",
         **fields,  # type: ignore[arg-type]
     )  # fmt: skip
 
@@ -495,13 +500,19 @@ def _merge_duplicates(failures: list[Failure]) -> list[Failure]:
 
 
 def root_of(failures: Sequence[Failure]) -> Failure | None:
-    """The earliest failure that is not a consequence. A timeout is a consequence of whatever
-    kept the peer from answering, so a timeout is root only when nothing else failed; a line that
-    only reports another failure is root only when it is all there is. Log order is time order
-    for one stream; across streams the log interleaves them as they were written."""
-    for weak in ((), ("timeout",)):
+    """The earliest failure that is not a consequence. A failure logged at warning level (the
+    engine carried on) is root only when nothing at error level failed; a timeout is a consequence
+    of whatever kept the peer from answering, so it is root only when nothing else failed; a line
+    that only reports another failure is root only when it is all there is. Log order is time
+    order for one stream; across streams the log interleaves them as they were written."""
+    passes: tuple[Callable[[Failure], bool], ...] = (
+        lambda f: not f.warning and not _is_timeout(f, ()),
+        lambda f: not _is_timeout(f, ()),
+        lambda f: True,
+    )
+    for accept in passes:
         for failure in failures:
-            if not failure.consequence and (failure.kind not in ("timeout",) or weak) and not _is_timeout(failure, weak):
+            if not failure.consequence and accept(failure):
                 return failure
     return failures[0] if failures else None
 

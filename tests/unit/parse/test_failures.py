@@ -205,3 +205,16 @@ def test_a_line_that_opens_by_saying_it_failed_is_a_failure() -> None:
     (f,) = failures("Failed to initialize NVML: Driver/library version mismatch\n")
     assert f.role == "root" and f.kind == "exit"
     assert failures("Could not find the optional plugin; falling back to the default\n") == ()
+
+
+def test_a_failure_logged_as_a_warning_is_root_only_when_nothing_failed_at_error_level() -> None:
+    log = (
+        "(Worker pid=7) WARNING 11-29 10:00:00 [utils.py:12] Failed to import optional kernel module: ImportError\n"
+        "(Worker pid=7) ERROR 11-29 10:00:05 [worker.py:80] RuntimeError: CUDA error: out of memory\n"
+    )
+    warn, err = failures(log)
+    assert warn.warning and warn.role == "consequence" and err.role == "root"
+    (only,) = failures("[W socket.cpp:436] [c10d] The server socket has failed to bind (errno: 98 - Address already in use).\n")
+    assert only.warning and only.role == "root"
+    (nccl,) = failures("h:1:2 [0] transport/nvls.cc:155 NCCL WARN Cuda failure 1 'invalid argument'\n")
+    assert not nccl.warning
