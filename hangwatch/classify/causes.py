@@ -151,9 +151,9 @@ CATALOGUE: tuple[Cause, ...] = (
     ),
     Cause(
         'gpu_memory_held',
-        "another process (an earlier server, a stray job) already holds the GPU's memory, so the new server's weights or KV pool cannot fit or it waits for memory",
-        'NVML: memory used on the GPUs before the launch, by processes that are not this server; found by `hangwatch preflight`',
-        'stop the earlier server or job (`nvidia-smi`), pick other GPUs (`CUDA_VISIBLE_DEVICES`), or lower `--mem-fraction-static`',
+        "processes of an earlier start (or another job) still hold memory on the GPUs this launch will use, so the engine's memory pool sizing fails, overcommits or waits",
+        "NVML: memory used and compute processes on the launch's GPUs before it starts (`hangwatch preflight`)",
+        'stop the earlier server (`nvidia-smi`), pick other GPUs (`CUDA_VISIBLE_DEVICES`), or lower `--mem-fraction-static`',
     ),
     Cause(
         'unknown',

@@ -9,7 +9,7 @@ import sys
 import typer
 
 from hangwatch._version import __version__
-from hangwatch.cli import fleet, live, offline, preflight
+from hangwatch.cli import causes, fleet, live, offline, preflight
 from hangwatch.errors import HangwatchError
 from hangwatch.redact import redact_text, terminal_safe
 
@@ -43,6 +43,7 @@ rules_app.command("test")(offline.rules_test)
 app.command()(live.attach)
 app.command(context_settings={"allow_interspersed_args": False})(live.run)
 app.command()(live.collect)
+app.command()(causes.causes)
 app.command(context_settings={"allow_interspersed_args": False})(preflight.preflight)
 app.command()(fleet.fleet)
 

@@ -161,7 +161,7 @@ class LiveSources:
         return self.config.log_path or getattr(self.server, "log_path", None)
 
     def _open_log(self) -> LogReader | None:
-        location = self._log_location()
+        location = self.log_location = self._log_location()
         if location is None:
             reason = getattr(self.server, "log_missing", None) or "no log file found: the server writes to a terminal or a pipe"
             self._missing["log"] = Missing("log", reason, "pass --log PATH, or start the server with `hangwatch run -- CMD` (it keeps a copy of the output)")
