@@ -61,7 +61,15 @@ if ! "${DOCKER[@]}" image inspect "$BASE" >/dev/null 2>&1; then
     "$SUITE" "$STATE/rootfs" "$MIRROR" >"$STATE/debootstrap.log" 2>&1 \
     || { tail -20 "$STATE/debootstrap.log"; exit 1; }
   rm -rf "$STATE/rootfs/var/cache/apt/archives/"*.deb "$STATE/rootfs/var/lib/apt/lists/"*
-  tar -C "$STATE/rootfs" -c . | "${DOCKER[@]}" import - "$BASE" >/dev/null
+  # This host's CA bundle: where TLS to PyPI passes a proxy with its own CA, pip in the build needs
+  # it (a plain Debian base trusts only Mozilla's roots). Only the CI base gets it; the Dockerfile
+  # is unchanged.
+  change=()
+  if [[ -f /etc/ssl/certs/ca-certificates.crt ]]; then
+    install -D -m 0644 /etc/ssl/certs/ca-certificates.crt "$STATE/rootfs/etc/ssl/certs/ca-certificates.crt"
+    change=(--change "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt")
+  fi
+  tar -C "$STATE/rootfs" -c . | "${DOCKER[@]}" import "${change[@]}" - "$BASE" >/dev/null
   rm -rf "$STATE/rootfs"
 fi
 step "base image $BASE"

@@ -17,17 +17,19 @@ _HEADER = """\
 (hangwatch/classify/causes.py) and its rules; tests/unit/sinks/test_catalogue.py keeps it in step. -->
 
 A verdict's `cause` is one of these ids. Each rule (`hangwatch/rules/*.yaml`, [docs/rules.md](rules.md))
-declares the cause it diagnoses; the table lists, per cause, the states its rules decide, the rules
-themselves and the preflight checks that predict it before a launch (`hangwatch preflight`).
+declares the cause it diagnoses; `states` are the verdict states its rules decide.
+`hangwatch causes` prints the same table with the rules of each cause and the preflight checks that
+predict it before a launch (`--json` for tools).
 """
 
 
 def catalogue_markdown(entries: Sequence[CauseEntry]) -> str:
-    out = [_HEADER, "| cause | what it is | typical evidence | typical remedy | states | rules |", "| --- | --- | --- | --- | --- | --- |"]
+    # rule ids stay out: rules come and go every week, the causes and their states do not
+    out = [_HEADER, "| cause | what it is | typical evidence | typical remedy | states |", "| --- | --- | --- | --- | --- |"]
     for entry in entries:
         c = entry.cause
-        rules = ", ".join(f"`{r}`" for r in (*entry.rules, *entry.checks)) or "none: the verdict when no rule explains a stall"
-        out.append(f"| `{c.id}` | {_cell(c.what)} | {_cell(c.signals) or '—'} | {_cell(c.remedy)} | {', '.join(entry.states) or '—'} | {rules} |")
+        states = ", ".join(entry.states) or ("predicted before a launch" if entry.checks else "—")
+        out.append(f"| `{c.id}` | {_cell(c.what)} | {_cell(c.signals) or '—'} | {_cell(c.remedy)} | {states} |")
     out += ["", "## States", "", "The `state` beside the cause:", "", "| state | meaning |", "| --- | --- |"]
     out += [f"| `{state}` | {_cell(meaning)} |" for state, meaning in STATES.items()]
     return "\n".join(out) + "\n"
@@ -41,7 +43,10 @@ def catalogue_text(entries: Sequence[CauseEntry]) -> str:
         if c.signals:
             lines.append(f"  evidence: {c.signals}")
         lines.append(f"  remedy:   {c.remedy}")
-        lines.append(f"  rules:    {len(entry.rules)}" + (f", preflight checks: {len(entry.checks)}" if entry.checks else ""))
+        if entry.rules:
+            lines.append(f"  rules:    {', '.join(entry.rules)}")
+        if entry.checks:
+            lines.append(f"  preflight checks: {', '.join(entry.checks)}")
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 

@@ -33,6 +33,7 @@ def test_every_cause_a_rule_names_is_in_the_catalogue_and_every_cause_but_unknow
 def test_the_causes_command() -> None:
     text = subprocess.run([*HANGWATCH, "causes"], capture_output=True, text=True, timeout=60, check=True).stdout
     assert text.startswith("nccl_init  (stalled)\n  what:     NCCL communicator creation")
+    assert "\n  rules:    " in text
     listed = json.loads(subprocess.run([*HANGWATCH, "causes", "--json"], capture_output=True, text=True, timeout=60, check=True).stdout)
     assert [c["cause"] for c in listed] == list(CAUSES)
     weights = next(c for c in listed if c["cause"] == "weight_loading_io")
