@@ -5,8 +5,8 @@
 #
 # No image registry is reachable here, so the base image is built from Debian packages with
 # debootstrap and `docker import`ed; the Dockerfile's BASE_IMAGE build-arg points at it. Docker runs
-# on its own data root with the vfs storage driver, no bridge and no iptables (what works in a VM
-# without overlayfs-in-overlayfs or netfilter), and is stopped at the end if this script started it.
+# on its own data root (overlay2 storage, vfs where the root is itself overlayfs), no bridge and no
+# iptables (the host's network is left alone), and is stopped at the end if this script started it.
 # Nothing is cached across runs. Prints the seconds each step took.
 #
 #   bash deploy/image/test.sh            # KEEP=1 keeps dockerd, its data and the images afterwards
@@ -44,15 +44,19 @@ step "docker.io and debootstrap installed"
 # 2. dockerd of our own
 mkdir -p "$STATE"
 if ! "${DOCKER[@]}" info >/dev/null 2>&1; then
+  # overlay2 where the data root's filesystem takes it (ext4, xfs); vfs (a full copy per layer,
+  # slow) where the data root is itself on overlayfs
+  driver=overlay2
+  [[ "$(findmnt -n -o FSTYPE --target "$STATE" 2>/dev/null)" == overlay ]] && driver=vfs
   dockerd --host "$SOCK" --data-root "$STATE/docker" --exec-root /run/hangwatch-image-test \
-    --pidfile /run/hangwatch-image-test.pid --storage-driver vfs --iptables=false --ip6tables=false \
+    --pidfile /run/hangwatch-image-test.pid --storage-driver "$driver" --iptables=false --ip6tables=false \
     --bridge none >"$STATE/dockerd.log" 2>&1 &
   STARTED_DOCKERD=$!
   for _ in $(seq 60); do "${DOCKER[@]}" info >/dev/null 2>&1 && break; sleep 1; done
   "${DOCKER[@]}" info >/dev/null || { tail -20 "$STATE/dockerd.log"; exit 1; }
 fi
 DATA_ROOT=$("${DOCKER[@]}" info --format '{{.DockerRootDir}}')
-step "dockerd up (data root $DATA_ROOT)"
+step "dockerd up (data root $DATA_ROOT, $("${DOCKER[@]}" info --format '{{.Driver}}') storage)"
 
 # 3. the base image, from Debian packages
 if ! "${DOCKER[@]}" image inspect "$BASE" >/dev/null 2>&1; then

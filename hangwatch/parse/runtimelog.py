@@ -21,7 +21,7 @@ import json
 import re
 from typing import Protocol
 
-__all__ = ["FORMATS", "CriDecoder", "DockerJsonDecoder", "LogDecoder", "decoder_for"]
+__all__ = ["FORMATS", "CriDecoder", "DockerJsonDecoder", "LogDecoder", "decoder_for", "sniff_format"]
 
 FORMATS = ("plain", "cri", "docker-json", "journald")
 
@@ -109,6 +109,17 @@ def _json_record(record: bytes) -> tuple[bytes, bytes] | None:
     # surrogateescape: Docker writes the server's invalid UTF-8 as U+FFFD already; keep what it gave
     text = entry["log"].encode("utf-8", "surrogateescape")
     return text, str(entry.get("stream", "stdout")).encode()
+
+
+def sniff_format(head: bytes) -> str:
+    """The format of a log file from its first line: a file given by hand (`--log
+    /var/log/pods/.../0.log`) is decoded like one that discovery found."""
+    first = head.split(b"\n", 1)[0]
+    if _CRI.match(first):
+        return "cri"
+    if first.startswith(b'{"log":') and _json_record(first) is not None:
+        return "docker-json"
+    return "plain"
 
 
 class _Plain:

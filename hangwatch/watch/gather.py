@@ -27,6 +27,7 @@ from hangwatch.model import (
     ProcessStack,
 )
 from hangwatch.parse.logs import read_log_lines
+from hangwatch.parse.runtimelog import sniff_format
 from hangwatch.sources.health import HealthProber
 from hangwatch.sources.logfind import LogLocation
 from hangwatch.sources.logreader import LogReader, open_log
@@ -175,7 +176,7 @@ class LiveSources:
     def _log_location(self) -> LogLocation | None:
         """--log wins; else what discovery found (a file, a tee's file, a runtime's, the journal)."""
         if self.config.log_path:
-            return LogLocation(self.config.log_path, via="--log")
+            return LogLocation(self.config.log_path, _sniffed(self.config.log_path), via="--log")
         found = getattr(self.server, "log", None)
         if found is not None:
             return found
@@ -320,6 +321,15 @@ class LiveSources:
 
     def _timed(self, name: str) -> _Timer:
         return _Timer(self.latencies, name)
+
+
+def _sniffed(path: str) -> str:
+    """--log names a file; a runtime's (CRI, Docker json-file) is decoded like a found one."""
+    try:
+        with open(path, "rb") as fh:
+            return sniff_format(fh.read(4096))
+    except OSError:
+        return "plain"  # not there yet, or unreadable: the reader says so
 
 
 class _Timer:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.parse.runtimelog import CriDecoder, DockerJsonDecoder, decoder_for
+from hangwatch.parse.runtimelog import CriDecoder, DockerJsonDecoder, decoder_for, sniff_format
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "runtime-logs"
 LONG = b"long:" + b"0123456789" * 2500 + b":end\n"
@@ -74,3 +74,16 @@ def test_docker_keeps_the_servers_bytes() -> None:
 def test_unknown_format_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match="unknown log format 'syslog'"):
         decoder_for("syslog")
+
+
+@pytest.mark.parametrize(("name", "fmt"), [
+    ("recorded-docker-20.10.24-json-file.log", "docker-json"),
+    ("recorded-podman-4.3.1-k8s-file.log", "cri"),
+])
+def test_a_runtime_file_given_by_hand_is_recognised(name: str, fmt: str) -> None:
+    assert sniff_format((DATA / name).read_bytes()[:4096]) == fmt
+
+
+def test_a_server_log_is_plain() -> None:
+    assert sniff_format(b"[2026-11-30 23:10:01 TP0] Load weight begin.\n") == "plain"
+    assert sniff_format(b"") == "plain"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,22 @@ def _journald_running() -> bool:
     return found.returncode == 0
 
 
+def _journal_accepts() -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        try:
+            sock.connect("/run/systemd/journal/stdout")
+        except OSError:
+            return False
+    return True
+
+
+def _fd_is_socket(pid: int, fd: int) -> bool:
+    try:
+        return os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:")
+    except OSError:
+        return False
+
+
 @pytest.fixture
 def journald() -> Iterator[None]:
     """journald where present: the running one, else (as root) one started for the test."""
@@ -89,7 +106,7 @@ def journald() -> Iterator[None]:
         os.makedirs("/run/systemd/journal", exist_ok=True)
         started = subprocess.Popen([JOURNALD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.DEVNULL, start_new_session=True)
-        wait_until(lambda: os.path.exists("/run/systemd/journal/stdout"), timeout_s=10.0)
+        wait_until(_journal_accepts, timeout_s=10.0)  # the socket file may be a dead journald's
     yield
     if started is not None:
         started.terminate()
@@ -101,7 +118,8 @@ def test_a_server_writing_to_the_journal(journald: None, spawner: Spawner, tmp_p
     marker = f"hw-{os.getpid()}-{tmp_path.name}"
     script = f"echo '{marker} Init torch distributed begin.'; sleep 1; echo '{marker} Load weight begin.' >&2; sleep 60"
     proc = spawner.start(["systemd-cat", "-t", "hangwatch-test", "sh", "-c", script])
-    wait_until(lambda: os.readlink(f"/proc/{proc.pid}/fd/2").startswith("socket:"), timeout_s=10.0)
+    wait_until(lambda: _fd_is_socket(proc.pid, 2) or proc.poll() is not None, timeout_s=10.0)
+    assert proc.poll() is None, f"systemd-cat exited with {proc.returncode}: journald does not take streams"
     # WHEN its log is found and read
     found = find_log(proc.pid)
     assert found.format == "journald" and found.journal_args[0] == f"_PID={proc.pid}"
