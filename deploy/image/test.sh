@@ -91,8 +91,12 @@ echo "image-test: $version"
 # 5b. a server container (the test server: SGLang's log lines and process titles, real ranks)
 # writing to its stdout, Docker's json-file behind it; a sidecar in its PID namespace attaches to
 # its pid 1 with no --log, and must find and read that log to see the phases and the ready line.
+# The server image is the agent's plus setproctitle (the ranks title themselves as SGLang's do).
+setproctitle=$(grep -i '^setproctitle==' constraints.txt)
+printf 'FROM %s\nUSER 0\nRUN /opt/hangwatch/bin/pip install %s\n' "$IMAGE" "$setproctitle" \
+  | DOCKER_BUILDKIT=0 "${DOCKER[@]}" build -q --network host -t hangwatch-testserver:test - >/dev/null
 "${DOCKER[@]}" run -d --name hw-server --network none --user 0 --entrypoint python3 \
-  -e HW_MODE=healthy -v "$ROOT/tests/integration/programs:/programs:ro" "$IMAGE" \
+  -e HW_MODE=healthy -v "$ROOT/tests/integration/programs:/programs:ro" hangwatch-testserver:test \
   /programs/sglang/launch_server.py --model-path /models/tiny --tp-size 2 --port 30000 >/dev/null
 "${DOCKER[@]}" run --name hw-sidecar --pid container:hw-server --network container:hw-server \
   --cap-add SYS_PTRACE --user 0 -v "$DATA_ROOT/containers:/var/lib/docker/containers:ro" "$IMAGE" \
