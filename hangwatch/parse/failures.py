@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import bisect
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -454,7 +456,7 @@ def _read(lines: Sequence[LogLine]) -> list[Failure]:
                               lines=(*prev.lines, line.lineno), locations=_locations(m["msg"]) or prev.locations,
                               cuda=prev.cuda or cuda_error(m["msg"]), errno=prev.errno or errno_family(m["msg"]))  # fmt: skip
             continue
-        single = _single(line, body) if index in maybe else None
+        single = _single_memo(line, body) if index in maybe else None
         if single is not None:
             out.append(single)
     out.extend(_close(t, None, None) for t in open_traces.values() if not t.closed)
@@ -525,6 +527,27 @@ def _is_timeout(failure: Failure, allowed: tuple[str, ...]) -> bool:
         failure.kind in ("exception", "exit") and bool(_TIMEOUT.search(failure.message or failure.text))
         and failure.errno is None and failure.cuda is None
     )
+
+
+_MEMO_LINES = 100_000
+_memo: OrderedDict[int, tuple[LogLine, Failure | None]] = OrderedDict()
+_memo_lock = threading.Lock()
+
+
+def _single_memo(line: LogLine, body: str) -> Failure | None:
+    """`_single`, once per line object: the live loop hands the same lines to every tick, and a
+    few thousand long lines cost seconds per tick without it (probe L8). Keyed by identity, checked
+    by identity, so another log never sees this one's results."""
+    with _memo_lock:
+        hit = _memo.get(id(line))
+        if hit is not None and hit[0] is line:
+            return hit[1]
+    result = _single(line, body)
+    with _memo_lock:
+        _memo[id(line)] = (line, result)
+        while len(_memo) > _MEMO_LINES:
+            _memo.popitem(last=False)
+    return result
 
 
 def read_failures(lines: Iterable[LogLine]) -> tuple[Failure, ...]:

@@ -40,7 +40,7 @@ __all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_ver
 # "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
-_LOG_BYTES_PER_TICK = 16 << 20  # a flooding log is read in steps; one tick stays around 100 ms
+_LOG_BYTES_PER_TICK = 4 << 20  # a flooding log is read in steps: each new byte costs every rule regex a scan (docs/serving.md, Bounds)
 
 
 @dataclass(frozen=True)
