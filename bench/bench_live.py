@@ -228,11 +228,11 @@ RIGHT.setdefault("two-node-late", (("stalled",), "multinode_rendezvous"))  # the
 class _Stream:
     """`hangwatch attach --json` read line by line, each verdict stamped with the wall time it came."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], stderr: Path) -> None:
         import threading
 
-        self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     start_new_session=True)
+        with stderr.open("w") as err:
+            self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True, start_new_session=True)
         self.lines: list[tuple[float, dict]] = []
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
@@ -244,11 +244,14 @@ class _Stream:
                 self.lines.append((time.time(), json.loads(line)))
 
     def stop(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGINT)
-            self.proc.wait(timeout=20)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGINT)
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
         self._thread.join(5)
 
 
@@ -281,7 +284,7 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
         header = json.loads(lab.stdout.readline())
         args = [HANGWATCH, "attach", str(header["pid"]), "--json"]
         args += ["--history", str(history)] if history else ["--no-learn"]
-        watch = _Stream(args)
+        watch = _Stream(args, tmp / f"{name}.{stamp}.attach.err")
         deadline, right_at = time.time() + limit_s, None
         while time.time() < deadline and watch.proc.poll() is None:
             time.sleep(0.5)

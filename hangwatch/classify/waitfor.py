@@ -8,7 +8,7 @@ Each rank's latest stack (and its threads' kernel wait channels) says what it wa
 |-------------|------------------------------------------------------------------|--------------------|
 | collective  | all_reduce / broadcast / barrier / monitored_barrier / send/recv | the ranks not in it |
 | rendezvous  | TCPStore, `_create_c10d_store`, store-based barrier              | ranks not yet here |
-| child       | `Popen.wait`, `communicate`, waitpid (`do_wait`)                 | its children       |
+| child       | `Popen.wait`, `communicate`, waitpid in the stack                | its children       |
 | file lock   | flock / lockf / FileLock (`locks_lock_inode_wait`)               | the lock's holder  |
 | FIFO / pipe | `wait_for_partner` (open), `pipe_read` / `pipe_write`            | the other end      |
 | GPU         | a CUDA synchronize                                               | the GPU            |
@@ -51,8 +51,7 @@ _WCHAN = (
     (re.compile(r"pipe_read|pipe_wait|pipe_write|anon_pipe"), "pipe", "a pipe: the other end writes nothing"),
     (re.compile(r"locks_lock_inode_wait|flock_lock_inode_wait|posix_lock|fcntl_setlk|locks_"), "lock",
      "a file lock held by another process"),
-    (re.compile(r"do_wait|kernel_wait4"), "child", "a child process to exit"),
-)
+)  # do_wait is not here: some helper thread of every server waits on a child (a resource tracker)
 _BLOCKING = frozenset({"fifo", "pipe", "lock", "gpu", "child", "collective", "rendezvous"})
 
 
