@@ -59,7 +59,9 @@ def outliers(paths: Mapping[str, Sequence[str]], prefer: Sequence[str] = ()) -> 
         return []
     top = max(groups.values())
     crowds = [path for path, n in groups.items() if n == top]
-    crowd = _pick_crowd(crowds, paths, set(prefer))
+    # the watch names a rankless process by its pid ("1524"), the wait-for graph as "pid 1524"
+    wanted = {label.removeprefix("pid ") for label in prefer} | set(prefer)
+    crowd = _pick_crowd(crowds, paths, wanted & set(paths))
     return sorted((label for label, path in paths.items() if tuple(path) != crowd), key=label_order)
 
 

@@ -35,3 +35,10 @@ def test_merged_tree_tie_is_broken_by_the_blocker() -> None:
     stacks = [_stack("TP0", 10, wait), _stack("TP1", 11, load)]
     assert merge_stacks(stacks)["outliers"] == ["TP1"]
     assert merge_stacks(stacks, prefer_outliers=["TP0"])["outliers"] == ["TP0"]
+
+
+def test_a_blocker_named_by_pid_or_not_in_the_tree_breaks_ties_without_failing() -> None:
+    wait, load = _f("barrier", DIST), _f("load", "l.py")
+    stacks = [_stack("1524", 1524, wait), _stack("1525", 1525, load)]
+    assert merge_stacks(stacks, prefer_outliers=["pid 1524"])["outliers"] == ["1524"]
+    assert merge_stacks(stacks, prefer_outliers=["TP7"])["outliers"] == ["1525"]
