@@ -14,6 +14,7 @@ from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
 from hangwatch.classify.differential import candidates_for, cites, failure_tier
+from hangwatch.classify.ending import fatal_ending
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
@@ -258,6 +259,20 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
     )  # fmt: skip
 
 
+def _unknown_failure(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule]) -> Verdict:
+    """The log ends in a fatal error and no rule names its cause: crashed, cause unknown."""
+    root = fatal_ending(ctx)
+    facts = (failure_fact(root),) if root is not None else ()
+    return Verdict(
+        state=State.CRASHED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
+        title="The start failed with an error, and no rule explains it",
+        message="The log ends in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
+        remedy="Read the error below and the lines before it, collect what is missing, and report the bundle.",
+        runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
+        candidates=candidates_for(ranked, ctx), **_common(ctx),
+    )  # fmt: skip
+
+
 def _healthy(state: State, ctx: Context, ranked: Sequence[Match], message: str | None) -> Verdict:
     return Verdict(
         state=state, cause=None, confidence=1.0 if state is State.READY else 0.5, message=message,
@@ -325,7 +340,12 @@ def classify(
     if ctx.ready:
         return _healthy(State.READY, ctx, ranked, None)
     winner = ranked[0] if ranked and ranked[0].held else None
+    ended = fatal_ending(ctx) is not None
     if winner is not None:
-        state = State.PROGRESSING if winner.rule.state is State.PROGRESSING else State.STALLED
-        return _from_match(state, winner, ranked, ctx)
+        # a slow cause stays `progressing` even when a timeout cut the start short: it was moving
+        if winner.rule.state is State.PROGRESSING:
+            return _from_match(State.PROGRESSING, winner, ranked, ctx)
+        return _from_match(State.CRASHED if ended else State.STALLED, winner, ranked, ctx)
+    if ended:
+        return _unknown_failure(ctx, ranked, rules)
     return _without_match(ctx, ranked, rules, {**DEFAULT_BUDGETS, **(budgets or {})})

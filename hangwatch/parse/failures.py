@@ -217,6 +217,8 @@ _LEADING_FAILURE = re.compile(r"(?i)^(?:error|fatal|failed|failure|unable to|can
 # `W1201 ...`, Python's `UserWarning:`; NCCL's `NCCL WARN` is its error level and is not one of them.
 _WARNING_LEVEL = re.compile(r"(?:^|[\s\]:])WARN(?:ING)?\b|^\[?W\d{4} |^\[W |\b\w*Warning:")
 _ERROR_LEVEL = re.compile(r"(?i)(?:\[\S+\]\s*)*\[?(?:ERROR|CRITICAL|FATAL)\b")
+# glog/c10 error and fatal levels: `[E socket.cpp:472] ...`, `E1201 10:00:00.123 ...`, `F1201 ...`
+_GLOG_ERROR = re.compile(r"^\[?[EF]\d{4} |^\[[EF] ")
 _TIMEOUT = re.compile(r"(?i)\btimed out\b|\btimeout\b|\bwatchdog\b|\bheartbeat\b")
 
 _SITE_PACKAGES = re.compile(r"(?:site|dist)-packages/(?P<mod>.+?)\.py$")
@@ -367,7 +369,8 @@ def _single(line: LogLine, body: str) -> Failure | None:
         return _make("errno", stripped, line)
     if _BUILD_ERROR.search(stripped):
         return _make("exit", stripped, line)
-    error_level = _ERROR_LEVEL.match(stripped) or " ERROR " in line.text or _LEADING_FAILURE.match(stripped)
+    error_level = (_ERROR_LEVEL.match(stripped) or " ERROR " in line.text or _LEADING_FAILURE.match(stripped)
+                   or _GLOG_ERROR.match(line.text.lstrip()))
     if error_level and is_failure_text(stripped):
         kind = "timeout" if _TIMEOUT.search(stripped) else "exit"
         return _make(kind, stripped, line, consequence=bool(_CONSEQUENCE.search(stripped)))

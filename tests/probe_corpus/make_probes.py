@@ -22,8 +22,11 @@ HERE = Path(__file__).resolve().parent
 CASES: dict[str, dict] = {}
 
 
+# The dev corpus (INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
+ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (dev INDEX.md `state`)"
+
 def case(name, cause, state, *, engine="sglang", gpu=None, cc=None, tp=None, nnodes=1, version=None,
-         log=None, cmdline=None, env=None, dmesg=None, stacks=None, procs=None, ports=None, quiet=None):
+         log=None, cmdline=None, env=None, dmesg=None, stacks=None, procs=None, ports=None, quiet=None, why=None):
     files = {}
     if log is not None:
         files["server.log"] = log
@@ -46,6 +49,8 @@ def case(name, cause, state, *, engine="sglang", gpu=None, cc=None, tp=None, nno
         meta["observed_for_s"] = quiet + 60.0
         meta["since_last_progress_s"] = float(quiet)
     expected = {"cause": cause, "state": state, "evidence": tier}
+    if why:
+        expected["why"] = why
     CASES[name] = {"meta": meta, "expected": expected, "files": files}
 
 
@@ -202,7 +207,7 @@ Loading safetensors checkpoint shards:   0% Completed | 0/4 [00:00<?, ?it/s]
      procs=[{"pid": 9120, "ppid": 1, "cmdline": "vllm serve /mnt/nfs/models/Llama-3.1-8B-Instruct", "role": "launcher", "rank": None, "state": "S", "cpu_percent": 0.0, "rss_mib": 900, "alive": True, "exit_code": None},
             {"pid": 9188, "ppid": 9120, "cmdline": "VLLM::EngineCore", "role": "engine_core", "rank": None, "state": "D", "cpu_percent": 0.0, "rss_mib": 2900, "alive": True, "exit_code": None}])
 
-case("w-sglang-monitored-barrier-timeout", "weight_loading_io", "stalled", gpu="NVIDIA H800", cc="9.0", tp=16, nnodes=2,
+case("w-sglang-monitored-barrier-timeout", "weight_loading_io", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA H800", cc="9.0", tp=16, nnodes=2,
      cmdline="python3 -m sglang.launch_server --model-path /models/DeepSeek-V3 --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 10.0.1.10:20000 --trust-remote-code",
      log="""[2025-07-03 08:15:40 TP3] Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=38.90 GB, mem usage=39.12 GB.
 [2025-07-03 08:23:40 TP3] Scheduler hit an exception: Traceback (most recent call last):
@@ -226,7 +231,7 @@ INFO 03-22 04:10:36 [gpu_model_runner.py:1164] Starting to load model /gcs-fuse/
 
 # =========================================================================== multinode_rendezvous
 
-case("mn-tcpstore-clients-joined", "multinode_rendezvous", "stalled", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=16, nnodes=2,
+case("mn-tcpstore-clients-joined", "multinode_rendezvous", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=16, nnodes=2,
      cmdline="python3 -m sglang.launch_server --model-path deepseek-ai/DeepSeek-R1 --tp 16 --nnodes 2 --node-rank 0 --dist-init-addr 172.16.4.52:20000 --trust-remote-code",
      log="""[2025-03-14 02:11:05 TP0] Init torch distributed begin.
 [2025-03-14 02:41:06 TP0] Scheduler hit an exception: Traceback (most recent call last):
@@ -247,7 +252,7 @@ case("mn-node1-init-last", "multinode_rendezvous", "stalled", gpu="NVIDIA H20", 
 [2025-02-20 11:02:34 TP15] Init torch distributed begin.
 """)
 
-case("mn-client-socket-timeout", "multinode_rendezvous", "stalled", engine="vllm", tp=8, nnodes=2,
+case("mn-client-socket-timeout", "multinode_rendezvous", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=8, nnodes=2,
      log="""[W socket.cpp:697] [c10d] The client socket has failed to connect to [node-0]:29500 (errno: 110 - Connection timed out).
 torch.distributed.DistNetworkError: The client socket has timed out after 600s while trying to connect to (10.8.0.2, 29500).
 """)
@@ -258,7 +263,7 @@ case("mn-meta-nnodes-env", "multinode_rendezvous", "stalled", gpu="NVIDIA H100 8
 
 # =========================================================================== port_in_use
 
-case("port-uvicorn-errno98", "port_in_use", "stalled", tp=1,
+case("port-uvicorn-errno98", "port_in_use", "crashed", why=ENDED_IN_ERROR, tp=1,
      log="""[2025-06-01 19:02:17] INFO:     Started server process [31877]
 [2025-06-01 19:02:17] INFO:     Waiting for application startup.
 [2025-06-01 19:02:17] INFO:     Application startup complete.
@@ -266,13 +271,13 @@ case("port-uvicorn-errno98", "port_in_use", "stalled", tp=1,
 [2025-06-01 19:02:17] INFO:     Waiting for application shutdown.
 """)
 
-case("port-vllm-oserror", "port_in_use", "stalled", engine="vllm", tp=1,
+case("port-vllm-oserror", "port_in_use", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=1,
      log="""  File "/usr/local/lib/python3.12/dist-packages/vllm/entrypoints/openai/api_server.py", line 1834, in create_server_socket
     sock.bind(addr)
 OSError: [Errno 98] Address already in use
 """)
 
-case("port-nccl-port-eaddrinuse", "port_in_use", "stalled", gpu="NVIDIA A100-SXM4-40GB", cc="8.0", tp=2,
+case("port-nccl-port-eaddrinuse", "port_in_use", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA A100-SXM4-40GB", cc="8.0", tp=2,
      log="""[2025-08-19 07:44:02 TP1] Init torch distributed begin.
 [2025-08-19 07:44:02 TP0] Init torch distributed begin.
 [2025-08-19 07:44:03 TP0] Scheduler hit an exception: Traceback (most recent call last):
@@ -347,7 +352,7 @@ case("wu-uvicorn-model-info-no-ready", "warmup_request", "stalled", tp=1,
 [2025-05-07 09:40:12] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
 """)
 
-case("wu-initialization-failed", "warmup_request", "stalled", tp=1,
+case("wu-initialization-failed", "warmup_request", "crashed", why=ENDED_IN_ERROR, tp=1,
      log="""[2025-10-12 22:05:31] INFO:     Uvicorn running on http://127.0.0.1:30000 (Press CTRL+C to quit)
 [2025-10-12 22:05:32] INFO:     127.0.0.1:41592 - "GET /get_model_info HTTP/1.1" 200 OK
 [2025-10-12 22:15:32] Initialization failed. warmup error: Traceback (most recent call last):
@@ -378,21 +383,21 @@ case("fi-sglang-5090-default-silent", "flashinfer_arch", "stalled", gpu="NVIDIA 
 [2025-05-02 21:12:14] Memory pool end. avail mem=3.83 GB
 """)
 
-case("fi-trtllm-unsupported-arch", "flashinfer_arch", "stalled", gpu="NVIDIA RTX PRO 6000 Blackwell Server Edition", cc="12.0", tp=2,
+case("fi-trtllm-unsupported-arch", "flashinfer_arch", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA RTX PRO 6000 Blackwell Server Edition", cc="12.0", tp=2,
      log="""[2026-04-20 17:31:02 TP0] Scheduler hit an exception: Traceback (most recent call last):
   File "/usr/local/lib/python3.12/dist-packages/flashinfer/prefill.py", line 3380, in trtllm_ragged_attention_deepseek
     run_func(
 RuntimeError: Error in function 'TllmGenFmhaRunner' at /workspace/include/flashinfer/trtllm/fmha/fmhaRunner.cuh:30: Unsupported architecture
 """)
 
-case("fi-nvcc-unsupported-gpu-arch", "flashinfer_arch", "stalled", engine="vllm", gpu="NVIDIA GeForce RTX 5080", cc="12.0", tp=1,
+case("fi-nvcc-unsupported-gpu-arch", "flashinfer_arch", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA GeForce RTX 5080", cc="12.0", tp=1,
      log="""FAILED: batch_decode_with_kv_cache_dtype_q_bf16/batch_decode.cuda.o
 /usr/local/cuda-12.4/bin/nvcc --generate-dependencies-with-compile -gencode=arch=compute_120a,code=sm_120a -c flashinfer/data/csrc/batch_decode.cu
 nvcc fatal   : Unsupported gpu architecture 'compute_120a'
 ninja: build stopped: subcommand failed.
 """)
 
-case("fi-ptxas-sm120-not-defined", "flashinfer_arch", "stalled", gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=1,
+case("fi-ptxas-sm120-not-defined", "flashinfer_arch", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=1,
      log="""[2025-04-02 10:21:40] Capture cuda graph begin. This can take up to several minutes. avail mem=5.12 GB
 ptxas fatal   : Value 'sm_120' is not defined for option 'gpu-name'
 Exception: Capture cuda graph failed: Internal Triton PTX codegen error
@@ -402,7 +407,7 @@ case("fi-meta-vllm-flashinfer-env-5090", "flashinfer_arch", "stalled", engine="v
      cmdline="vllm serve Qwen/Qwen3-8B --max-model-len 16384",
      env={"VLLM_ATTENTION_BACKEND": "FLASHINFER"})
 
-case("fi-sm121-no-kernel-image", "flashinfer_arch", "stalled", gpu="NVIDIA GB10", cc="12.1", tp=1,
+case("fi-sm121-no-kernel-image", "flashinfer_arch", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA GB10", cc="12.1", tp=1,
      log="""  File "/usr/local/lib/python3.12/dist-packages/flashinfer/norm.py", line 86, in rmsnorm
     get_norm_module().rmsnorm(out, input, weight, eps, enable_pdl)
 RuntimeError: RMSNorm failed with error code no kernel image is available for execution on the device
@@ -410,7 +415,7 @@ RuntimeError: RMSNorm failed with error code no kernel image is available for ex
 
 # =========================================================================== dead_rank
 
-case("dr-scheduler-died-minus9", "dead_rank", "stalled", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=8,
+case("dr-scheduler-died-minus9", "dead_rank", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=8,
      log="""[2026-02-10 04:40:12 TP5] Load weight begin. avail mem=78.33 GB
 Multi-thread loading shards:  61% Completed | 100/163 [03:01<01:54,  1.82s/it]
 [2026-02-10 04:43:20] Rank 5 scheduler died during initialization (exit code: -9). If this is an out-of-memory (OOM) kill, consider lowering host memory usage.
@@ -433,7 +438,7 @@ case("dx-xid79-fallen-off-bus", "driver_or_xid", "stalled", engine="vllm", gpu="
 [Tue Jan 21 03:12:44 2025] NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
 """)
 
-case("dx-nvml-unknown-error", "driver_or_xid", "stalled", engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+case("dx-nvml-unknown-error", "driver_or_xid", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
      log="""Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error
 RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable
 """)
@@ -474,7 +479,7 @@ case("nv-5090-old-nccl-version", "nccl_version_bug", "stalled", engine="vllm", g
 (VllmWorker rank=1 pid=2210) INFO 03-20 15:11:08 [pynccl.py:69] vLLM is using nccl==2.21.5
 """)
 
-case("nv-b200-nccl-no-kernel-image", "nccl_version_bug", "stalled", engine="vllm", gpu="NVIDIA B200", cc="10.0", tp=8,
+case("nv-b200-nccl-no-kernel-image", "nccl_version_bug", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA B200", cc="10.0", tp=8,
      log="""b200-7:4410:4410 [0] NCCL INFO NCCL version 2.21.5+cuda12.4
 b200-7:4410:4520 [0] enqueue.cc:1522 NCCL WARN Cuda failure 'no kernel image is available for execution on the device'
 b200-7:4410:4520 [0] NCCL INFO init.cc:1423 -> 1
@@ -505,7 +510,7 @@ case("tk-stack-hub-download", "tokenizer_or_detokenizer", "stalled", tp=1,
     __init__ (sglang/srt/managers/tokenizer_manager.py:210)
 """})
 
-case("tk-hub-429", "tokenizer_or_detokenizer", "stalled", engine="vllm", tp=1,
+case("tk-hub-429", "tokenizer_or_detokenizer", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=1,
      log="""huggingface_hub.errors.HfHubHTTPError: 429 Client Error: Too Many Requests for url: https://huggingface.co/meta-llama/Llama-3.1-8B-Instruct/resolve/main/tokenizer_config.json
 """)
 
@@ -533,7 +538,7 @@ case("at-flashinfer-autotune-split", "autotune_rank_desync", "stalled", gpu="NVI
 
 # =========================================================================== cpu_thread_oversubscription
 
-case("cpu-omp-resource-unavailable", "cpu_thread_oversubscription", "stalled", engine="vllm", tp=8,
+case("cpu-omp-resource-unavailable", "cpu_thread_oversubscription", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=8,
      log="""OMP: Error #34: System unable to allocate necessary resources for OMP thread:
 OMP: System error #11: Resource temporarily unavailable
 OMP: Hint Try decreasing the value of OMP_NUM_THREADS.
@@ -551,7 +556,7 @@ case("kv-high-mem-fraction-after-load", "kv_cache_alloc", "stalled", gpu="NVIDIA
 
 # =========================================================================== shm_too_small
 
-case("shm-nccl-warn-segment", "shm_too_small", "stalled", engine="vllm", tp=4,
+case("shm-nccl-warn-segment", "shm_too_small", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=4,
      log="""node1:312:390 [2] NCCL INFO Channel 00 : 2[2] -> 3[3] via SHM/direct/direct
 node1:312:390 [2] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device
 node1:312:390 [2] include/shm.h:48 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-3Fa9xK (size 9637888)
@@ -560,7 +565,7 @@ node1:312:390 [2] include/shm.h:48 NCCL WARN Error while creating shared memory 
 case("shm-docker-64m-meta", "shm_too_small", "stalled", engine="vllm", tp=2,
      cmdline="docker run --gpus all --shm-size 64m -p 8000:8000 vllm/vllm-openai:latest --model Qwen/Qwen2.5-14B-Instruct --tensor-parallel-size 2")
 
-case("shm-bus-error", "shm_too_small", "stalled", engine="vllm", tp=2,
+case("shm-bus-error", "shm_too_small", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=2,
      log="""(VllmWorker rank=1 pid=311) INFO 07-02 09:01:12 [pynccl.py:69] vLLM is using nccl==2.26.2
 Bus error (core dumped)
 """)
@@ -596,22 +601,22 @@ case("healthy-vllm-registering-10s", None, "starting", engine="vllm", gpu="NVIDI
 
 # =========================================================================== more report shapes
 
-case("p2p-watchdog-first-allreduce-a5000", "nccl_p2p_topology", "stalled", engine="vllm", gpu="NVIDIA RTX A5000", cc="8.6", tp=2,
+case("p2p-watchdog-first-allreduce-a5000", "nccl_p2p_topology", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA RTX A5000", cc="8.6", tp=2,
      log="""INFO 08-02 11:20:15 model_runner.py:1008] Loading model weights took 7.1441 GB
 [rank1]:[E802 11:30:16.311820470 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600041 milliseconds before timing out.
 """)
 
-case("p2p-nccl-peer-access-warn", "nccl_p2p_topology", "stalled", engine="vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2,
+case("p2p-nccl-peer-access-warn", "nccl_p2p_topology", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2,
      log="""ws:1201:1290 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'peer access is not supported between these two devices'
 ws:1201:1290 [0] NCCL INFO transport/p2p.cc:327 -> 1
 """)
 
-case("ni-unique-id-socket-timeout", "nccl_init", "stalled", engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2,
+case("ni-unique-id-socket-timeout", "nccl_init", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=2,
      log="""torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout
 Exception raised from recvBytes at ../torch/csrc/distributed/c10d/Utils.hpp:670 (most recent call first):
 """)
 
-case("dr-vllm-failed-core-proc-9", "dead_rank", "stalled", engine="vllm", gpu="NVIDIA L4", cc="8.9", tp=1,
+case("dr-vllm-failed-core-proc-9", "dead_rank", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA L4", cc="8.9", tp=1,
      log="""(APIServer pid=1) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore_DP0': -9}
 """)
 
@@ -626,11 +631,11 @@ case("fi-vllm-011-flashinfer-attention-5090", "flashinfer_arch", "stalled", engi
 (EngineCore_DP0 pid=311) INFO 10-08 22:10:20 [gpu_model_runner.py:2653] Model loading took 15.2683 GiB and 16.001 seconds
 """)
 
-case("mn-gloo-closed-by-peer", "multinode_rendezvous", "stalled", engine="vllm", tp=8, nnodes=2,
+case("mn-gloo-closed-by-peer", "multinode_rendezvous", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=8, nnodes=2,
      log="""[E ProcessGroupGloo.cpp:138] Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:446] Connection closed by peer [10.0.0.2]:21234
 """)
 
-case("mn-nccl-socket-docker0", "multinode_rendezvous", "stalled", engine="vllm", tp=16, nnodes=2,
+case("mn-nccl-socket-docker0", "multinode_rendezvous", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=16, nnodes=2,
      log="""node-a:221:221 [0] NCCL INFO NET/Socket : Using [0]docker0:172.17.0.1<0> [1]eth0:10.1.0.5<0>
 node-a:221:303 [0] NCCL INFO Channel 00/0 : 8[0] -> 0[0] [receive] via NET/Socket/0
 node-a:221:303 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer 172.17.0.1<36512>
@@ -650,7 +655,7 @@ You can avoid this prompt in future by passing the argument `trust_remote_code=T
 Do you wish to run the custom code? [y/N]
 """)
 
-case("shm-nccl-unhandled-system-error", "shm_too_small", "stalled", engine="vllm", tp=2,
+case("shm-nccl-unhandled-system-error", "shm_too_small", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=2,
      log="""torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1970, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5
 ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.
 Last error:
@@ -683,7 +688,7 @@ case("wu-first-prefill-never-returns", "warmup_request", "stalled", tp=2, gpu="N
 [2025-09-10 14:10:03 TP0] Prefill batch. #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0
 """)
 
-case("cpu-libgomp-thread-creation", "cpu_thread_oversubscription", "stalled", tp=8,
+case("cpu-libgomp-thread-creation", "cpu_thread_oversubscription", "crashed", why=ENDED_IN_ERROR, tp=8,
      log="""libgomp: Thread creation failed: Resource temporarily unavailable
 """)
 
@@ -710,13 +715,13 @@ case("mn-meta-sglang-node-rank1", "multinode_rendezvous", "stalled", gpu="NVIDIA
 case("wu-meta-host-ipv6-wildcard", "warmup_request", "stalled", tp=1,
      cmdline="python3 -m sglang.launch_server --model-path Qwen/Qwen3-4B --host :: --port 30000")
 
-case("wu-watchdog-on-warmup", "warmup_request", "stalled", gpu="NVIDIA H20", cc="9.0", tp=8,
+case("wu-watchdog-on-warmup", "warmup_request", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA H20", cc="9.0", tp=8,
      log="""[2025-08-01 13:20:10] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
 [2025-08-01 13:20:11] INFO:     127.0.0.1:39122 - "GET /get_model_info HTTP/1.1" 200 OK
 [2025-08-01 13:25:12 TP0] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)
 """)
 
-case("port-sglang-zmq-in-use", "port_in_use", "stalled", tp=1,
+case("port-sglang-zmq-in-use", "port_in_use", "crashed", why=ENDED_IN_ERROR, tp=1,
      log="""  File "zmq/backend/cython/socket.pyx", line 931, in zmq.backend.cython.socket.Socket.bind
 zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:30001')
 """)
@@ -734,7 +739,7 @@ case("lock-hf-download-lock-not-jit", "weight_loading_io", "stalled", engine="vl
 INFO 05-02 10:00:58 [gpu_model_runner.py:1329] Starting to load model Qwen/Qwen2.5-32B-Instruct...
 """)
 
-case("dx-cuda-802-fabricmanager", "driver_or_xid", "stalled", engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=8,
+case("dx-cuda-802-fabricmanager", "driver_or_xid", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=8,
      log="""RuntimeError: Unexpected error from cudaGetDeviceCount(). Did you run some cuda functions before calling NumCudaDevices() that might have already set an error? Error 802: system not yet initialized
 """)
 
@@ -750,7 +755,7 @@ case("pu-dump-marker-print", "patch_or_user_code", "stalled", gpu="NVIDIA H100 8
 >>> dumping layer 12 hidden states to /tmp/hs_dump/bs_2.pt
 """)
 
-case("shm-torch-mmap-cannot-allocate", "shm_too_small", "stalled", engine="vllm", tp=2,
+case("shm-torch-mmap-cannot-allocate", "shm_too_small", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=2,
      log="""RuntimeError: unable to mmap 1048576 bytes from file </torch_231_1847710583_0>: Cannot allocate memory (12)
 """)
 
@@ -765,7 +770,7 @@ case("cg-sglang-05-bs-tqdm-stuck-0", "cuda_graph_capture", "stalled", gpu="NVIDI
 Capturing batches (bs=256 avail_mem=21.99 GB):   0%|          | 0/36 [00:00<?, ?it/s]
 """)
 
-case("tk-sglang-tokenizer-manager-exception", "tokenizer_or_detokenizer", "stalled", tp=1,
+case("tk-sglang-tokenizer-manager-exception", "tokenizer_or_detokenizer", "crashed", why=ENDED_IN_ERROR, tp=1,
      log="""[2025-04-01 09:00:02] TokenizerManager hit an exception: Traceback (most recent call last):
 OSError: Can't load tokenizer for 'mistralai/Mistral-7B-Instruct-v0.3'. If you were trying to load it from 'https://huggingface.co/models', make sure you don't have a local directory with the same name.
 """)
@@ -780,7 +785,7 @@ case("w-vllm-v1-bar-crawl-prefixed", "weight_loading_io", "progressing", engine=
 # One probe per mechanism fixed from the dev corpus, in another engine, release or wording: the rule
 # must get the mechanism, not the report it was found in.
 
-case("ff-zmq-bind-cut-sglang", "port_in_use", "stalled", tp=2,
+case("ff-zmq-bind-cut-sglang", "port_in_use", "crashed", why=ENDED_IN_ERROR, tp=2,
      log="""[2025-09-02 11:00:01] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=2, port=30000)
 [2025-09-02 11:00:05] TokenizerManager hit an exception: Traceback (most recent call last):
   File "/usr/local/lib/python3.10/dist-packages/sglang/srt/managers/tokenizer_manager.py", line 190, in __init__
@@ -791,20 +796,20 @@ case("ff-zmq-bind-cut-sglang", "port_in_use", "stalled", tp=2,
     super().bind(addr)
 """)
 
-case("ff-car-error-in-worker-wrapper-vllm", "custom_allreduce", "stalled", engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+case("ff-car-error-in-worker-wrapper-vllm", "custom_allreduce", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
      log="""(Worker_TP1 pid=2210) ERROR 03-11 08:14:52 [multiproc_executor.py:671] RuntimeError: CUDA error: invalid argument (at /workspace/csrc/custom_all_reduce.cuh:368)
 (EngineCore_DP0 pid=2101) ERROR 03-11 08:14:53 [core.py:844] EngineCore failed to start.
 (EngineCore_DP0 pid=2101) ERROR 03-11 08:14:53 [core.py:844] RuntimeError: Worker failed with error 'CUDA error: invalid argument', please check the stack trace above for the root cause
 (APIServer pid=2000) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
 """)
 
-case("ff-peer-access-name-terminate", "custom_allreduce", "stalled", engine=None, gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2,
+case("ff-peer-access-name-terminate", "custom_allreduce", "crashed", why=ENDED_IN_ERROR, engine=None, gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2,
      log="""[TensorRT-LLM][INFO] Initializing MPI with thread mode 3
 terminate called after throwing an instance of 'tensorrt_llm::common::TllmException'
   what():  [TensorRT-LLM][ERROR] CUDA runtime error in cudaDeviceEnablePeerAccess(peerDevice, 0): cudaErrorPeerAccessUnsupported (/src/tensorrt_llm/cpp/tensorrt_llm/runtime/ipcUtils.cpp:48)
 """)
 
-case("ff-nvls-fabric-in-torch-error", "driver_or_xid", "stalled", gpu="NVIDIA H200", cc="9.0", tp=8,
+case("ff-nvls-fabric-in-torch-error", "driver_or_xid", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA H200", cc="9.0", tp=8,
      log="""[2025-11-20 02:10:11 TP3] Init torch distributed begin.
 dgx-07:88124:88390 [3] NCCL INFO NVLS multicast support is available on dev 3
 dgx-07:88124:88390 [3] transport/nvls.cc:201 NCCL WARN Cuda failure 1 'invalid argument'
@@ -812,21 +817,21 @@ dgx-07:88124:88390 [3] NCCL INFO transport/nvls.cc:402 -> 1
 [2025-11-20 02:10:13 TP3] Scheduler hit an exception: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, unhandled cuda error (run with NCCL_DEBUG=INFO for details), NCCL version 2.27.3
 """)
 
-case("ff-nccl-enqueue-cuda-failure-vllm", "nccl_version_bug", "stalled", engine="vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=2,
+case("ff-nccl-enqueue-cuda-failure-vllm", "nccl_version_bug", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=2,
      log="""(Worker_TP0 pid=301) INFO 05-02 10:00:01 [pynccl.py:70] vLLM is using nccl==2.25.1
 gpu-a:301:301 [0] enqueue.cc:1556 NCCL WARN Cuda failure 1 'invalid argument'
 gpu-a:301:301 [0] NCCL INFO group.cc:250 -> 1
 (Worker_TP0 pid=301) ERROR 05-02 10:00:03 [multiproc_executor.py:671] RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)
 """)
 
-case("ff-bootstrap-no-interface", "nccl_init", "stalled", engine=None, tp=4, nnodes=1,
+case("ff-bootstrap-no-interface", "nccl_init", "crashed", why=ENDED_IN_ERROR, engine=None, tp=4, nnodes=1,
      cmdline="torchrun --nproc-per-node 4 bench.py",
      log="""pod-0:55:55 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so.
 pod-0:55:55 [0] bootstrap.cc:102 NCCL WARN Bootstrap : no socket interface found
 pod-0:55:55 [0] NCCL INFO init.cc:1788 -> 3
 """)
 
-case("ff-flashinfer-jit-build-gb10", "flashinfer_arch", "stalled", gpu="NVIDIA GB10", cc="12.1", tp=1,
+case("ff-flashinfer-jit-build-gb10", "flashinfer_arch", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA GB10", cc="12.1", tp=1,
      log="""[2025-12-01 09:12:40] Load weight end. type=Qwen3ForCausalLM, dtype=torch.bfloat16, avail mem=96.10 GB
 [2025-12-01 09:12:44] Scheduler hit an exception: Traceback (most recent call last):
   File "/opt/venv/lib/python3.12/site-packages/sglang/srt/layers/attention/flashinfer_backend.py", line 132, in __init__
@@ -875,6 +880,41 @@ case("ff-launch-blocking-native", "nccl_version_bug", "stalled", engine=None, tp
     ncclGroupEnd (libnccl.so.2)
     c10d::ProcessGroupNCCL::allreduce (libtorch_cuda.so)
 """})
+
+# =========================================================================== how a start ended (state)
+# Another release's wording of "the start ended in its error": vLLM V1's EngineCore traceback under
+# process prefixes, the front-end's consequence last. Nothing moves after it: crashed.
+case("end-vllm-v1-zmq-bind-crashed", "port_in_use", "crashed", engine="vllm", version="0.11.0", tp=2,
+     log="""(APIServer pid=2211) INFO 10-14 08:01:02 [api_server.py:1839] vLLM API server version 0.11.0
+(APIServer pid=2211) INFO 10-14 08:01:02 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-14B', 'tensor_parallel_size': 2}
+(EngineCore_DP0 pid=2380) INFO 10-14 08:01:20 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-14B'
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708] EngineCore failed to start.
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708] Traceback (most recent call last):
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 84, in _init_executor
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]     self.rpc_broadcast_mq = MessageQueue(self.world_size, self.world_size)
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/vllm/distributed/device_communicators/shm_broadcast.py", line 260, in __init__
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]     self.local_socket.bind(socket_addr)
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]   File "/usr/local/lib/python3.12/dist-packages/zmq/sugar/socket.py", line 311, in bind
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708]     super().bind(addr)
+(EngineCore_DP0 pid=2380) ERROR 10-14 08:01:21 [core.py:708] zmq.error.ZMQError: Address already in use (addr='tcp://127.0.0.1:47263')
+(APIServer pid=2211) RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}
+""")
+
+# One rank errors and the others carry on (their next phase lines follow the error), then wait for
+# it at the next collective: the start has not ended, it stalls.
+case("end-rank-error-peers-carry-on-stalled", "dead_rank", "stalled", engine="vllm", version="0.10.1",
+     gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+     log="""(VllmWorker TP0 pid=4401) INFO 09-02 11:20:01 [gpu_model_runner.py:1953] Starting to load model Qwen/Qwen3-32B...
+(VllmWorker TP3 pid=4412) INFO 09-02 11:20:01 [gpu_model_runner.py:1953] Starting to load model Qwen/Qwen3-32B...
+(VllmWorker TP3 pid=4412) ERROR 09-02 11:21:40 [multiproc_executor.py:596] WorkerProc hit an exception.
+(VllmWorker TP3 pid=4412) ERROR 09-02 11:21:40 [multiproc_executor.py:596] Traceback (most recent call last):
+(VllmWorker TP3 pid=4412) ERROR 09-02 11:21:40 [multiproc_executor.py:596]   File "/usr/local/lib/python3.12/dist-packages/vllm/model_executor/model_loader/weight_utils.py", line 478, in safetensors_weights_iterator
+(VllmWorker TP3 pid=4412) ERROR 09-02 11:21:40 [multiproc_executor.py:596]     with safe_open(st_file, framework="pt") as f:
+(VllmWorker TP3 pid=4412) ERROR 09-02 11:21:40 [multiproc_executor.py:596] OSError: No such device (os error 19)
+(VllmWorker TP0 pid=4401) INFO 09-02 11:21:52 [default_loader.py:262] Loading weights took 110.83 seconds
+(VllmWorker TP1 pid=4405) INFO 09-02 11:21:52 [default_loader.py:262] Loading weights took 110.91 seconds
+(VllmWorker TP2 pid=4409) INFO 09-02 11:21:53 [default_loader.py:262] Loading weights took 111.02 seconds
+""")
 
 
 def main() -> None:

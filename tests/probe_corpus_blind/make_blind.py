@@ -29,6 +29,16 @@ def v0(level, ts, f, msg):
     return f"{level} {ts} {f}] {msg}"
 
 
+# The dev corpus (INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
+ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (dev INDEX.md `state`)"
+WHY = {name: ENDED_IN_ERROR for name in (
+    "port-sglang-uvicorn-errno98",
+    "port-sglang-nccl-port-eaddrinuse",
+    "dead-vllm-v0-worker-segv",
+    "shm-docker-64m",
+)}
+
+
 def case(name, cause, state, tier, meta, **files):
     d = HERE / name
     if d.exists():
@@ -40,6 +50,8 @@ def case(name, cause, state, tier, meta, **files):
     exp = {"cause": cause, "evidence": tier}
     if state:
         exp["state"] = state
+    if name in WHY:
+        exp["why"] = WHY[name]
     (d / "expected.json").write_text(json.dumps(exp))
     for key, text in files.items():
         path = d / {"log": "server.log", "cmd": "cmdline.txt", "env": "env.txt", "dmesg": "dmesg.txt",
@@ -373,7 +385,7 @@ Thread 44120 (active): "MainThread"
         "[2025-07-09 15:30:04] INFO:     Waiting for application shutdown.",
         "[2025-07-09 15:30:04] INFO:     Application shutdown complete.",
     ]
-    case("port-sglang-uvicorn-errno98", "port_in_use", "stalled", "log",
+    case("port-sglang-uvicorn-errno98", "port_in_use", "crashed", "log",
          {"engine": "sglang", "engine_version": "0.4.8", "gpu_model": "NVIDIA H100 80GB HBM3", "tp": 1},
          log="\n".join(log), cmd="python -m sglang.launch_server --model-path Qwen/Qwen2.5-7B-Instruct --host 0.0.0.0 --port 30000",
          ports="State  Recv-Q Send-Q Local Address:Port  Peer Address:Port Process\nLISTEN 0      2048         0.0.0.0:30000      0.0.0.0:*     users:((\"python3\",pid=3980,fd=21))\n")
@@ -385,7 +397,7 @@ Thread 44120 (active): "MainThread"
         "[2025-12-01 10:00:09 TP1] Init torch distributed begin.",
         "[E1201 10:00:09.401 socket.cpp:1019] [c10d] The server socket has failed to listen on any local network address. port: 28312, useIPv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
     ]
-    case("port-sglang-nccl-port-eaddrinuse", "port_in_use", "stalled", "log",
+    case("port-sglang-nccl-port-eaddrinuse", "port_in_use", "crashed", "log",
          {"engine": "sglang", "engine_version": "0.5.5", "gpu_model": "NVIDIA A100-SXM4-80GB", "tp": 2},
          log="\n".join(log), cmd="python -m sglang.launch_server --model-path Qwen/Qwen3-30B-A3B --tp 2")
 
@@ -525,7 +537,7 @@ Thread 44120 (active): "MainThread"
         "ERROR 10-02 17:21:40 multiproc_worker_utils.py:116] Worker VllmWorkerProcess pid 11871 died, exit code: -11",
         "INFO 10-02 17:21:40 multiproc_worker_utils.py:120] Killing local vLLM worker processes",
     ]
-    case("dead-vllm-v0-worker-segv", "dead_rank", "stalled", "log",
+    case("dead-vllm-v0-worker-segv", "dead_rank", "crashed", "log",
          {"engine": "vllm", "engine_version": "0.6.2", "gpu_model": "NVIDIA A800 80GB PCIe", "tp": 4}, log="\n".join(log))
 
     log = [
@@ -639,7 +651,7 @@ Thread 44120 (active): "MainThread"
            "a1b2c3:120:180 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.2<0>",
            "a1b2c3:120:180 [0] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
            "a1b2c3:120:180 [0] NCCL INFO transport/shm.cc:114 -> 2"]
-    case("shm-docker-64m", "shm_too_small", "stalled", "log",
+    case("shm-docker-64m", "shm_too_small", "crashed", "log",
          {"engine": "sglang", "engine_version": "0.4.6", "gpu_model": "NVIDIA A10", "tp": 2},
          log="\n".join(log), cmd="docker run --gpus all lmsysorg/sglang:latest python3 -m sglang.launch_server --model-path Qwen/Qwen2.5-7B --tp 2")
 

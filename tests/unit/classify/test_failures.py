@@ -138,3 +138,15 @@ def test_a_taken_dist_init_port_in_the_drained_log_outranks_every_exit() -> None
     )
     verdict = classify(Evidence(log=log, procs=_torn_down(True)), load_rules())
     assert verdict.cause == "port_in_use" and verdict.evidence[0].role == "root"
+
+
+def test_glog_error_level_is_an_error_and_ends_a_warning_run() -> None:
+    """c10d logs through glog: `[W ...]` carried on, `[E ...]` (or `E1201 ...`) is the error level."""
+    from hangwatch.parse.failures import read_failures
+
+    for error in ("[E socket.cpp:472] [c10d] The server socket has failed to listen on any local network address.",
+                  "E1201 10:00:00.123456  4411 socket.cpp:472] The server socket has failed to listen on any address."):
+        log = ("[W socket.cpp:436] [c10d] The server socket has failed to bind to 0.0.0.0:29400 "
+               f"(errno: 98 - Address already in use).\n{error}\n")
+        found = read_failures(read_log_lines(log.encode()))
+        assert [f.warning for f in found] == [True, False], found
