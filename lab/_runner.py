@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -144,6 +145,10 @@ class RunningScenario:
         else:
             argv = [str(_procs.lab_python()), "-m", "sglang.launch_server", *args]
         node = Node(rank, _procs.spawn(argv, full_env, log, self.opts.get("output") or "file"), log, port)
+        # the groups, for sweep_stale(): vLLM's EngineCore and workers outlive an API server that
+        # PR_SET_PDEATHSIG killed (SGLang's children follow their parent, vLLM's do not)
+        owner = {"pid": os.getpid(), "run_id": self.run_id, "groups": [n.proc.pid for n in [*self.nodes, node]]}
+        (self.tmp / OWNER_FILE).write_text(json.dumps(owner))
         self.nodes.append(node)
         self.emit("launched", node=rank, node_pid=node.proc.pid, log=str(log), port=port)
         if rank == 0:
@@ -301,7 +306,9 @@ def _pid_alive(pid: int) -> bool:
 
 def sweep_stale() -> list[str]:
     """Remove temp dirs (and hs-dump dirs) of lab runs whose owner died without stop(): a
-    SIGKILLed run.py or test. Their servers are already gone (PR_SET_PDEATHSIG)."""
+    SIGKILLed run.py or test. Their launchers are already gone (PR_SET_PDEATHSIG); what is left
+    of their process groups (vLLM's EngineCore and workers) is SIGKILLed, members whose working
+    directory is the repo (where the lab starts every server) only."""
     removed = []
     for owner in Path(tempfile.gettempdir()).glob(f"{TMP_PREFIX}*/{OWNER_FILE}"):
         try:
@@ -310,6 +317,13 @@ def sweep_stale() -> list[str]:
             continue
         if _pid_alive(int(info["pid"])):
             continue
+        for group in info.get("groups", []):
+            for pid in _procs.pgid_members(int(group)):
+                try:
+                    if os.readlink(f"/proc/{pid}/cwd") == str(_procs.ROOT):
+                        os.kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
         shutil.rmtree(f"{HS_DUMP_SHM_PREFIX}{info['run_id']}", ignore_errors=True)
         shutil.rmtree(owner.parent, ignore_errors=True)
         removed.append(str(owner.parent))
