@@ -128,29 +128,37 @@ def _follow_reader(reader: int, writer: int, proc_root: str, roots: RuntimeRoots
     if comm.startswith(_SHIMS):
         return _from_runtime(reader, comm, writer, proc_root, roots, tried)
     files, pipes = _written(reader, proc_root)
-    if files:
-        named = [os.path.normpath(os.path.join(_readlink(f"{proc_root}/{reader}/cwd"), a)) for a in _argv(reader, proc_root)[1:]]
-        path, fd_path, held = _likely_log(files, named)
+    cwd = _readlink(f"{proc_root}/{reader}/cwd")
+    args = [os.path.normpath(os.path.join(cwd, a)) for a in _argv(reader, proc_root)[1:]]
+    found = _likely_log(files, args, copier=comm in _COPIERS)
+    if found is not None:
+        path, fd_path, held = found
         return LogLocation(_visible_path(path, held, fd_path), via=f"{comm} (pid {reader}) writes {path}")
-    for link in pipes:
+    for link in pipes if comm in _COPIERS else []:
         if hops + 1 < _MAX_HOPS:
-            found = _behind_pipe(link, reader, proc_root, roots, tried, hops + 1)
-            if found is not None:
-                return found
-    tried.append(f"the pipe's reader {comm} (pid {reader}) writes no regular file")
+            found_behind = _behind_pipe(link, reader, proc_root, roots, tried, hops + 1)
+            if found_behind is not None:
+                return found_behind
+    tried.append(f"the pipe's reader {comm} (pid {reader}) writes no regular file it names, "
+                 "nor is it a copier (cat, tee, grep, sed, a shell) whose stdout is a file")
     return None
 
 
 _Written = tuple[str, str, os.stat_result]  # (path, /proc/PID/fd/N, stat)
+# Programs whose stdout carries what they read: their stdout (a file, or the next pipe) is the log.
+# Any other reader (a supervisor in Python, a test runner) may write files that are not the log.
+_COPIERS = frozenset({"cat", "tee", "grep", "egrep", "fgrep", "sed", "awk", "gawk", "mawk", "ts", "stdbuf",
+                      "sh", "bash", "dash", "ash", "zsh", "busybox"})
 
 
-def _likely_log(files: list[_Written], args: list[str]) -> _Written:
+def _likely_log(files: list[_Written], args: list[str], *, copier: bool) -> _Written | None:
     """A file the reader was told to write (`tee FILE`, `rotatelogs FILE`, multilog's dir/current;
-    `args` made absolute) first; else its first file beyond stdout (fd order), else stdout
-    itself (`cat > FILE`)."""
+    `args` made absolute); else, for a copier, its stdout (`cat > FILE`)."""
     named = [f for f in files if any(f[0] == arg or os.path.dirname(f[0]) == arg for arg in args)]
-    beyond_stdout = [f for f in files if not f[1].endswith("/fd/1")]
-    return (named or beyond_stdout or files)[0]
+    if named:
+        return named[0]
+    stdout = [f for f in files if f[1].endswith("/fd/1")]
+    return stdout[0] if copier and stdout else None
 
 
 def _written(pid: int, proc_root: str) -> tuple[list[_Written], list[str]]:

@@ -183,3 +183,12 @@ def test_discover_goes_past_a_pipeline_wrappers_subshells(spawner: Spawner, tmp_
     server = discover(os.getpgid(pid))
     assert server.launcher_pid == pid, (server.launcher_pid, shell)
     assert server.log is None and "writes no regular file" in (server.log_missing or "")
+
+
+def test_a_reader_that_is_no_copier_is_not_taken_for_the_log(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN the pipe's reader is a Python supervisor that writes some other file on its stdout
+    # (as a test runner's capture file): that file is not the server's log
+    reader = "import sys, time\nfor line in sys.stdin: pass\ntime.sleep(60)\n"
+    pid = start_behind(spawner, tmp_path, f"2>&1 | {shlex.quote(sys.executable)} -c {shlex.quote(reader)} > other.txt")
+    with pytest.raises(SourceUnavailable, match="nor is it a copier"):
+        find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none")))
