@@ -143,10 +143,29 @@ def _evidence(console: _Printer, verdict: Verdict) -> None:
 def _others(console: _Printer, verdict: Verdict) -> None:
     if verdict.ranks:
         console.print(_line(("Culprit ranks: ", "bold"), ", ".join(verdict.ranks)))
-    if verdict.runners_up:
+    # the differential says more than the runners-up (one line per cause, with why and the check)
+    if verdict.runners_up and not verdict.candidates:
         _heading(console, "Runners-up")
         for other in verdict.runners_up:
             console.print(_line(f"  {other.cause}", (f"  rule {other.rule}, confidence {other.confidence:.2f}", "dim")))
+
+
+def _differential(console: _Printer, verdict: Verdict) -> None:
+    """The candidates, most likely first: confidence, evidence for and against, and the one check
+    that tells each from the next (`diagnose --json` `candidates`)."""
+    if not verdict.candidates:
+        return
+    _heading(console, "Differential")
+    for n, candidate in enumerate(verdict.candidates, 1):
+        source = f"rule {candidate.rule}" if candidate.rule else "by mechanism"
+        console.print(_line(f"  {n}. ", (candidate.cause, "bold"), f"  confidence {candidate.confidence:.2f}",
+                            (f"  {source}", "dim")))
+        for item in candidate.evidence_for:
+            console.print(_line(("     + ", "green"), item))
+        for item in candidate.evidence_against:
+            console.print(_line(("     − ", "red"), item))
+        if candidate.check:
+            console.print(_line(("     check: ", "cyan"), candidate.check))
 
 
 def _live(console: _Printer, verdict: Verdict) -> None:
@@ -199,7 +218,7 @@ def print_verdict(verdict: Verdict, console: Console) -> None:
     console.print(_summary(verdict))
     for line in _about(verdict):
         console.print(line)
-    for section in (_phases, _evidence, _others, _live, _missing, _remedy):
+    for section in (_phases, _evidence, _others, _differential, _live, _missing, _remedy):
         section(console, verdict)
 
 
@@ -214,7 +233,7 @@ def verdict_report(verdict: Verdict, width: int = 100) -> str:
 def verdict_panel(verdict: Verdict) -> Panel:
     """The live view's verdict box: the report's sections in the report's colours."""
     lines = _about(verdict) or [_text(_HEALTHY.get(verdict.state, verdict.state.value))]
-    for section in (_phases, _evidence, _others, _live, _missing, _remedy):
+    for section in (_phases, _evidence, _others, _differential, _live, _missing, _remedy):
         collected = _Collect()
         section(collected, verdict)
         lines += collected.lines

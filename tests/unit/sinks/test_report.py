@@ -49,3 +49,35 @@ def test_slack_speaks_the_same_phrases() -> None:
     text = str(slack_message(alert))
     assert "srv: STALLED" in text and "1m 15s" in text and "TP1" in text
     assert "TP1 exited with code 1" in text and "dmesg (not root)" in text
+
+
+def test_diagnose_and_the_live_panel_show_the_differential() -> None:
+    from hangwatch.model import Candidate, RunnerUp
+
+    candidates = (
+        Candidate("nccl_peer_exited", 0.9, "sglang.nccl_peer_exited", ("TP1 exited with code 1 (procs.json)",),
+                  (), "`dmesg -T | grep -i oom` for why TP1 exited"),
+        Candidate("nccl_init", 0.3, None, ("the evidence for nccl_peer_exited also fits it",),
+                  (f"no evidence of its own HF_TOKEN={SECRET}",), "NCCL_DEBUG=INFO and rerun"),
+    )
+    verdict = make_verdict(candidates=candidates, runners_up=(RunnerUp("nccl_init", "nccl-init-hang", 0.3),))
+    report = verdict_report(verdict)
+    differential = report[report.index("Differential"):]
+    assert "1. nccl_peer_exited  confidence 0.90  rule sglang.nccl_peer_exited" in differential
+    assert "+ TP1 exited with code 1 (procs.json)" in differential
+    assert "2. nccl_init  confidence 0.30  by mechanism" in differential
+    assert "− no evidence of its own" in differential and SECRET not in report
+    assert "check: NCCL_DEBUG=INFO and rerun" in differential
+    assert "Runners-up" not in report  # the differential says it, with why
+    console = Console(width=200, record=True)
+    console.print(verdict_panel(verdict))
+    assert "check: `dmesg -T | grep -i oom` for why TP1 exited" in console.export_text()
+    coloured = _ansi(lambda c: print_verdict(verdict, c))
+    assert _ansi(lambda c: c.print(Text("     check: ", style="cyan"), end="")) in coloured
+
+
+def test_without_candidates_the_runners_up_stay() -> None:
+    from hangwatch.model import RunnerUp
+
+    report = verdict_report(make_verdict(runners_up=(RunnerUp("nccl_init", "nccl-init-hang", 0.3),)))
+    assert "Runners-up" in report and "Differential" not in report
