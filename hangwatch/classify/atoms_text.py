@@ -30,6 +30,7 @@ from hangwatch.classify.values import (
 from hangwatch.engines import engine_names
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, LogLine, Source
+from hangwatch.parse.logs import MAX_TEXT
 
 
 @dataclass(frozen=True)
@@ -172,8 +173,13 @@ def log_count(arg: CountArg, ctx: Context) -> AtomResult:
     return _found(hits)
 
 
+# Each rule regex sees a bounded text (docs/serving.md, Bounds): a dmesg line like a log line, a
+# command line up to 32 KiB (an argv holds real flags far past 1 KiB; a 2 MB one is hostile).
+MAX_CMDLINE = 32 * 1024
+
+
 def dmesg_matches(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
-    hits = [(n, text) for n, text in enumerate(ctx.evidence.dmesg, 1) if pattern.search(text)]
+    hits = [(n, text) for n, text in enumerate(ctx.evidence.dmesg, 1) if pattern.search(text[:MAX_TEXT])]
     if not hits:
         return NO
     n, text = hits[-1]
@@ -182,7 +188,7 @@ def dmesg_matches(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
 
 def cmdline_matches(pattern: re.Pattern[str], ctx: Context) -> AtomResult:
     cmdline = ctx.evidence.cmdline or ""
-    if not pattern.search(cmdline):
+    if not pattern.search(cmdline[:MAX_CMDLINE]):
         return NO
     return AtomResult(True, [Fact(clip(cmdline), Source("cmdline.txt"))])
 

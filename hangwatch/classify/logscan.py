@@ -19,6 +19,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from hangwatch.classify.regexcheck import UnsafeRegex, can_match_newline
 from hangwatch.model import LogLine
 
 CHUNK_LINES = 256
@@ -75,8 +76,21 @@ def _multiline(pattern: re.Pattern[str]) -> re.Pattern[str]:
     return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
 
 
-def _scan(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
+@functools.lru_cache(maxsize=1024)
+def _line_by_line(pattern: re.Pattern[str]) -> bool:
+    """\\A/\\Z anchor a line, not the chunk; and a pattern that can match a newline (`[^!]*!`,
+    `\\s+`) would run over the whole joined chunk (256 lines) from every start: quadratic in 256 KiB,
+    minutes, where on its own line each search sees at most logs.MAX_TEXT characters."""
     if _ANCHORED.search(pattern.pattern):
+        return True
+    try:
+        return can_match_newline(pattern.pattern, pattern.flags)
+    except UnsafeRegex:
+        return True
+
+
+def _scan(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
+    if _line_by_line(pattern):
         return [line for line in chunk.lines if pattern.search(line.text)]
     wide, hits, pos = _multiline(pattern), [], 0
     while (found := wide.search(chunk.text, pos)) is not None:

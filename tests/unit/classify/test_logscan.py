@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from hangwatch.classify import logscan
 from hangwatch.classify.context import Context
 from hangwatch.model import Evidence, LogLine
@@ -42,3 +44,18 @@ def test_chunks_follow_line_numbers_so_a_sliding_window_reuses_them() -> None:
     before, after = logscan.chunks(window), logscan.chunks(shifted)
     assert [c.lines[0].lineno for c in before] == [301, 512, 768]
     assert after[1] is before[1]
+
+
+def test_a_pattern_that_can_match_a_newline_searches_one_line_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `[^!]*!` over 256 joined lines of 1 KiB runs from every start to the chunk's end: 64 KiB took
+    # 11 s. On its own line each search sees at most logs.MAX_TEXT characters.
+    lines = logs(*["x" * 1000 for _ in range(300)], "tail!")
+    seen: list[int] = []
+    real = logscan._multiline
+    monkeypatch.setattr(logscan, "_multiline", lambda p: seen.append(1) or real(p))
+    for regex in (r"[^!]*!", r"\s+tail", r"x\Wtail", r"(?s)x.tail"):
+        pattern = re.compile(regex)
+        assert Context(Evidence(log=lines)).log_hits(pattern) == _per_line(pattern, lines), regex
+    assert seen == [], "a pattern that can cross lines ran over a joined chunk"
+    assert Context(Evidence(log=lines)).log_hits(re.compile(r"x+tail")) == []
+    assert seen, "a single-line pattern still takes the joined search"

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +17,17 @@ from hangwatch.errors import RuleError
 RULE = "rules:\n  - {{id: r, cause: unknown, title: t, severity: info, remedy: r, when: {{log.matches: '{rx}'}}}}\n"
 
 
-@pytest.mark.parametrize("rx", ["(a+)+$", "(a*)*b", "(\\w+\\s?)*$", "(x+x+)+y", "(.*a){20}", "(a)\\1"])
+# Known ReDoS shapes: nested repeats, overlapping or empty alternatives under a repeat, an optional
+# part that can start like what follows it, a repeat of something that can match nothing.
+REDOS = [
+    "(a+)+$", "(a*)*b", "(\\w+\\s?)*$", "(x+x+)+y", "(.*a){20}", "(a)\\1", "([a-z]+)*", "(\\s*,)*$",
+    "(a|aa)+", "(a|aa)+$", "(a|a?)+", "(\\w|\\d)+$", "(a|ab)+c", "(ab|a)*c", "(\\d|[0-9])+x", "(.|\\s)*x",
+    "(?:a|b|ab)*x", "(x|\\w)+y", "(?i)(A|a)+$", "(\\w\\d?)+$", "(a?){30}a{30}", "(?:foo|foobar)+!",
+    "(\\S|[^ ])+$", "(?:[a-c]|b)+$", "^(\\w|_)+@",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("rx", REDOS)
 def test_exponential_regexes_are_refused_with_file_and_line(tmp_path: Path, rx: str) -> None:
     path = tmp_path / "redos.yaml"
     path.write_text(RULE.format(rx=rx))
@@ -22,7 +35,8 @@ def test_exponential_regexes_are_refused_with_file_and_line(tmp_path: Path, rx: 
         load_rules([path])
 
 
-@pytest.mark.parametrize("rx", ["a+b+c+", "(?:ab)+", "(a|b)+", "Init torch distributed begin", "^(?:(?!x).)*x.*y"])
+@pytest.mark.parametrize("rx", ["a+b+c+", "(?:ab)+", "(a|b)+", "Init torch distributed begin", "^(?:(?!x).)*x.*y",
+                                "(ab?)+", "(?:foo|bar)+", "(?:\\d+\\.)?\\d+ ?s", "(?:[a-z]|\\d)+"])
 def test_ordinary_regexes_load(rx: str) -> None:
     check_linear(rx)
 
@@ -88,3 +102,27 @@ def test_unsafe_regex_error_is_a_value_error() -> None:
     with pytest.raises(ValueError):
         check_linear("(a+)+")
     assert issubclass(UnsafeRegex, ValueError)
+
+
+@pytest.mark.parametrize("rx", ["(a|aa)+", "(\\w|\\d)+$", "(a|a?)+"])  # the CLI path; load_rules above has them all
+def test_rules_check_refuses_each_redos_shape_with_file_and_line(tmp_path: Path, rx: str) -> None:
+    path = tmp_path / "mine.yaml"
+    path.write_text("# my rules\n" + RULE.format(rx=rx.replace("'", "''")))
+    done = subprocess.run([sys.executable, "-m", "hangwatch", "rules", "check", str(path)],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode != 0
+    assert f"{path}:3:" in done.stdout + done.stderr
+
+
+def test_every_shipped_rule_file_still_loads() -> None:
+    rules = load_rules(sorted(Path(RULES_DIR).glob("*.yaml")))
+    assert len(rules) > 100
+
+
+def test_the_check_reads_alternatives_as_written() -> None:
+    # re's own parser folds `a|aa` into `a(?:|a)` and `\w|\d` into `[\w\d]`; the check must not be fooled,
+    # and must not change what `re` itself compiles.
+    for rx in ("(a|aa)+", "(\\w|\\d)+"):
+        with pytest.raises(UnsafeRegex, match="alternation"):
+            check_linear(rx)
+    assert re.compile("(a|aa)+").fullmatch("aaa")
