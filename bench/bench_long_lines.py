@@ -25,6 +25,18 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers.livetools import Procs, _env, free_port, server_cmd, wait_for_text  # noqa: E402
 
 
+def wait_ticking(port: int, within: float = 120.0) -> None:
+    deadline = time.monotonic() + within
+    while True:
+        try:
+            if ticks(port) > 0:
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+        time.sleep(0.5)
+
+
 def ticks(port: int) -> int:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=30) as response:
         return int(json.loads(response.read())["ticks"])
@@ -54,7 +66,9 @@ def main() -> None:
         port = free_port()
         hw = procs.hangwatch(["attach", str(server.pid), "--serve", "--port", str(port), "--log", str(log), "--json"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(5)
+        print(f"hangwatch pid {hw.pid}", file=sys.stderr, flush=True)  # for `py-spy dump --pid`
+        wait_ticking(port)
+        time.sleep(2)
         base, base_cpu = rate(port, hw.pid, 6)
         body = ", ".join(f"field_{i}={i * 7}" for i in range(400))[:4000]
         with log.open("a") as fh:

@@ -15,11 +15,12 @@ that is not itself a consequence (a consequence only says that something else fa
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from hangwatch.model import LogLine
 from hangwatch.parse.frames import engine_packages
@@ -41,6 +42,11 @@ class TraceFrame:
     def display(self) -> str:
         where = self.module or self.file.rsplit("/", 1)[-1]
         return f"{self.function} ({where}:{self.line})" if self.line else f"{self.function} ({where})"
+
+
+# What a rule regex may search in one failure: the summary, chained causes and frames of even a
+# deep traceback fit; a hostile one (thousands of continuation lines) does not make a match cost more.
+MAX_HAYSTACK = 8 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,12 +77,12 @@ class Failure:
     def where(self) -> str:
         """Innermost first: the locations the message names, then the frames (module and function)."""
         parts = list(self.locations) + [f"{f.module or f.file}:{f.function}" for f in self.frames]
-        return " ".join(parts)
+        return " ".join(parts)[:MAX_HAYSTACK]
 
     @property
     def haystack(self) -> str:
         """Everything a rule may match: summary, chained causes, locations, frames."""
-        return "\n".join((self.text, *self.chained, self.where))
+        return "\n".join((self.text, *self.chained, self.where))[:MAX_HAYSTACK]
 
 
 # ---------------------------------------------------------------- vocabulary (mechanism, not wording of one report)
@@ -408,13 +414,73 @@ def _candidates(lines: Sequence[LogLine]) -> set[int]:
     return found
 
 
-def _read(lines: Sequence[LogLine]) -> list[Failure]:
-    maybe = _candidates(lines)
-    out: list[Failure] = []
-    open_traces: dict[tuple[str | None, str | None, int | None], _Trace] = {}
+_Key = tuple[str | None, str | None, int | None]
+
+
+@dataclass
+class _ReadState:
+    """Where reading stopped: failures so far, tracebacks still open, causes awaiting their chain."""
+
+    out: list[Failure] = field(default_factory=list)
+    open_traces: dict[_Key, _Trace] = field(default_factory=dict)
     latest: _Trace | None = None
-    pending_chain: dict[tuple[str | None, str | None, int | None], list[str]] = {}
-    for index, line in enumerate(lines):
+    pending_chain: dict[_Key, list[str]] = field(default_factory=dict)
+
+    def copy(self) -> _ReadState:
+        """Deep where reading mutates (a trace's lists), shared where it never does (Failures)."""
+        fresh: dict[int, _Trace] = {}
+
+        def dup(t: _Trace) -> _Trace:
+            if id(t) not in fresh:
+                fresh[id(t)] = replace(t, lines=list(t.lines), frames=list(t.frames), chained=list(t.chained))
+            return fresh[id(t)]
+
+        return _ReadState(list(self.out), {k: dup(t) for k, t in self.open_traces.items()},
+                          dup(self.latest) if self.latest is not None else None,
+                          {k: list(v) for k, v in self.pending_chain.items()})  # fmt: skip
+
+
+# The live loop hands every tick the same log plus what was appended: reading resumes where the
+# last read stopped, so a tick costs the new lines, not the whole log (probe L8: 5 000 long lines
+# cut a loaded host's watch loop to 0.15 ticks/s). Reused only for the very same line objects.
+_resume: tuple[tuple[LogLine, ...], _ReadState] | None = None
+_resume_lock = threading.Lock()
+
+
+def _read(lines: Sequence[LogLine]) -> list[Failure]:
+    global _resume
+    lines = tuple(lines)
+    start, state = 0, _ReadState()
+    with _resume_lock:
+        saved = _resume
+    if saved is not None and saved[0] and lines:
+        done, at = saved
+        # The live window slides (the newest 5 000 lines): lines may have left its front since.
+        dropped = lines[0].lineno - done[0].lineno
+        kept = len(done) - dropped
+        if 0 <= dropped < len(done) and kept <= len(lines) and all(map(operator.is_, done[dropped:], lines[:kept])):
+            start, state = kept, at.copy()
+            if dropped:  # what a fresh read of this window would not see
+                state.out = [f for f in state.out if f.lineno >= lines[0].lineno]
+    # The state is kept one line short of the end: the last line may be an unterminated one
+    # (a tqdm bar) parsed afresh next tick, which must not stop the next read resuming.
+    _advance(lines, start, len(lines) - 1, state)
+    with _resume_lock:
+        _resume = (lines[:-1], state.copy())
+    _advance(lines, max(start, len(lines) - 1), len(lines), state)
+    out = state.out + [_close(t, None, None) for t in state.open_traces.values() if not t.closed]
+    return sorted(out, key=lambda f: f.lineno)
+
+
+def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState) -> None:
+    """Read lines[start:end] on from `state` (which it updates)."""
+    if end <= start:
+        return
+    maybe = {start + i for i in _candidates(lines[start:end])}
+    out, open_traces, pending_chain = state.out, state.open_traces, state.pending_chain
+    latest = state.latest
+    for index in range(start, end):
+        line = lines[index]
         body = _body(line)
         key = _stream(line)
         if _TRACEBACK.match(body):
@@ -462,8 +528,7 @@ def _read(lines: Sequence[LogLine]) -> list[Failure]:
         single = _single_memo(line, body) if index in maybe else None
         if single is not None:
             out.append(single)
-    out.extend(_close(t, None, None) for t in open_traces.values() if not t.closed)
-    return sorted(out, key=lambda f: f.lineno)
+    state.latest = latest
 
 
 # Lines that carry on an error's message: torch's c10d errors print the NCCL result, "Last error:"
@@ -479,7 +544,8 @@ def _continues(prev: Failure, line: LogLine, body: str, lines: Sequence[LogLine]
     if _CONTINUATION.match(body):
         return True
     # the line after "Last error:" is NCCL's last error itself
-    before = lines[line.lineno - 2] if 0 <= line.lineno - 2 < len(lines) and lines[line.lineno - 2].lineno == line.lineno - 1 else None
+    at = line.lineno - lines[0].lineno - 1  # the window may start past line 1
+    before = lines[at] if 0 <= at < len(lines) and lines[at].lineno == line.lineno - 1 else None
     return before is not None and _body(before).strip().startswith("Last error:")
 
 

@@ -1,0 +1,102 @@
+"""read_failures resumes where the last read stopped (probe L8): a tick costs the new lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hangwatch.model import LogLine
+from hangwatch.parse import failures
+from hangwatch.parse.failures import read_failures
+from hangwatch.parse.logs import read_log_lines
+
+CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "dev"
+if not CORPUS.is_dir():
+    CORPUS = Path("/work/shared/corpus/dev")
+
+
+def _logs() -> list[tuple[LogLine, ...]]:
+    found = []
+    for case in sorted(CORPUS.glob("*/server.log")):
+        lines = read_log_lines(case.read_bytes())
+        if any("Traceback" in line.text for line in lines):
+            found.append(lines)
+        if len(found) == 12:
+            break
+    return found
+
+
+def _fresh(lines: tuple[LogLine, ...]) -> tuple[failures.Failure, ...]:
+    failures._resume = None
+    return read_failures(lines)
+
+
+@pytest.mark.skipif(not CORPUS.is_dir(), reason="the corpus is not here")
+def test_a_log_read_as_it_grows_gives_what_one_read_of_the_whole_gives() -> None:
+    logs = _logs()
+    assert logs
+    for lines in logs:
+        whole = _fresh(lines)
+        failures._resume = None
+        step = max(1, len(lines) // 37)  # odd steps: cuts fall inside tracebacks too
+        for end in range(step, len(lines) + step, step):
+            grown = read_failures(lines[:end])
+        assert grown == whole
+
+
+def test_a_tick_reads_only_the_new_lines(monkeypatch: pytest.MonkeyPatch) -> None:
+    old = read_log_lines(f"[2026-12-01 00:00:00 TP0] server_args=ServerArgs({'x=1, ' * 800})\n".encode() * 5000)
+    new = read_log_lines(b"[2026-12-01 00:00:01 TP0] RuntimeError: CUDA error: out of memory\n" * 10, 5001)
+    failures._resume = None
+    read_failures(old)
+    seen: list[int] = []
+    real = failures._body
+    monkeypatch.setattr(failures, "_body", lambda line: seen.append(line.lineno) or real(line))
+    found = read_failures(old + new)
+    assert found and found[-1].lineno > 5000
+    assert min(seen) >= 5000, "lines read before were read again"
+    assert len(seen) <= 3 * len(new) + 1
+
+
+def test_a_different_log_is_read_from_its_start() -> None:
+    a = read_log_lines(b"RuntimeError: first\n")
+    b = read_log_lines(b"ValueError: second\nOSError: third\n")
+    read_failures(a)
+    assert [f.text for f in read_failures(b)] == [f.text for f in _fresh(b)]
+
+
+def test_a_sliding_window_resumes_and_forgets_what_left_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the live loop hands the classifier its newest 5 000 lines: the front moves every tick of a flood
+    text = b"".join(
+        (f"[2026-12-01 00:00:00 TP0] RuntimeError: error number {n}\n" if n % 50 == 0 else
+         f"[2026-12-01 00:00:00 TP0] server_args=ServerArgs(x={n}, {'y=1, ' * 200})\n").encode()
+        for n in range(1, 3001)
+    )  # fmt: skip
+    log = read_log_lines(text)
+    ends = range(1100, 3001, 100)
+    expected = {end: [f.text for f in _fresh(log[end - 1000 : end])] for end in ends}
+    failures._resume = None
+    read_failures(log[:1000])
+    seen: list[int] = []
+    real = failures._body
+    monkeypatch.setattr(failures, "_body", lambda line: seen.append(line.lineno) or real(line))
+    for end in ends:
+        seen.clear()
+        found = read_failures(log[end - 1000 : end])
+        assert len(seen) <= 3 * 100 + 2, "a tick read more than the lines that arrived"
+        assert [f.text for f in found] == expected[end]
+        assert all(f.lineno > end - 1000 for f in found)
+
+
+def test_an_unterminated_last_line_parsed_afresh_does_not_stop_resuming(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = read_log_lines(b"[2026-12-01 00:00:00 TP0] loading weights\n" * 2000)
+    bar = read_log_lines(b"Loading safetensors checkpoint shards:  50% Completed | 1/2", 2001)
+    failures._resume = None
+    read_failures(log + bar)
+    seen: list[int] = []
+    real = failures._body
+    monkeypatch.setattr(failures, "_body", lambda line: seen.append(line.lineno) or real(line))
+    again = read_log_lines(b"Loading safetensors checkpoint shards: 100% Completed | 2/2", 2001)  # new objects
+    read_failures(log + again)
+    assert seen and min(seen) >= 2000
