@@ -5,8 +5,9 @@ the first attempt and retried with capped backoff until a peer answers 2xx, acro
 restarted daemon resumes what it still owes). A 3xx is never followed (urllib would turn the POST
 into a GET and report the other page's 200) and never counts as sent; `Retry-After` is honoured up
 to `RetryPolicy.max_retry_after_s`; every copy of one alert carries the same `Idempotency-Key`
-(`<episode>:<kind>`), and the client waits `DELIVERY_TIMEOUT_S`, longer than slow peers need, so a
-slow peer is not posted to twice. Text that comes from the server (log lines, names) is escaped for
+(`<episode>:<kind>`), and the client waits `DELIVERY_TIMEOUT_S`, longer than slow peers need; after
+a timeout the peer may have the message, so it is sent again only after `RetryPolicy.after_timeout_s`
+(at least once, docs/serving.md). Text that comes from the server (log lines, names) is escaped for
 Slack's mrkdwn: a log line cannot `<!channel>` or disguise a link.
 
     AlertDispatcher.on_verdict  (watch loop; O(1), never blocks)
@@ -68,9 +69,11 @@ class Alert:
 class DeliveryError(Exception):
     """A failed post. `permanent`: retrying cannot help (400/403/404); `retry_after`: the peer's wish."""
 
-    def __init__(self, reason: str, *, permanent: bool = False, retry_after: float | None = None) -> None:
+    def __init__(self, reason: str, *, permanent: bool = False, retry_after: float | None = None,
+                 maybe_delivered: bool = False) -> None:
         super().__init__(redact_string(reason))
         self.permanent, self.retry_after = permanent, retry_after
+        self.maybe_delivered = maybe_delivered  # timed out waiting for the answer: the peer may have it
 
 
 class AlertSink(Protocol):
@@ -139,8 +142,26 @@ def _post(client: WebhookClient, body: dict[str, Any], alert: Alert | None = Non
     try:
         response = client.send_dict(body, headers=headers)
     except Exception as exc:  # urllib/http.client/socket errors: refused, reset, timeout, garbage status line
+        if _timed_out(exc):
+            raise DeliveryError(f"timed out waiting for the answer ({type(exc).__name__}): {_UNCONFIRMED}",
+                                maybe_delivered=True) from exc
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from exc
     _check(response.status_code, response.headers or {}, response.body or "")
+
+
+_UNCONFIRMED = "the peer may have it"
+
+
+def _timed_out(exc: BaseException) -> bool:
+    """A read or connect timeout, however urllib wraps it. A connect timeout never reached the
+    peer, but urllib reports both alike, so both count as "may have arrived": the safe side."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, TimeoutError) or "timed out" in str(exc):
+            return True
+        exc = getattr(exc, "reason", None) or exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 def _check(status: int, headers: dict[str, Any], body: str) -> None:
@@ -172,11 +193,16 @@ class RetryPolicy:
     base_s: float = 1.0
     cap_s: float = 60.0
     max_retry_after_s: float = 300.0  # a peer asking for longer is retried after this long
+    # After a timeout the peer may have the message and be slow: a copy sent at once would be a
+    # duplicate page (Slack ignores Idempotency-Key). Sent again only after this long.
+    after_timeout_s: float = 900.0
 
     def delay(self, attempt: int, error: DeliveryError) -> float | None:
         """Seconds to wait before attempt `attempt + 1`, or None to give up (a permanent error)."""
         if error.permanent or (self.attempts is not None and attempt >= self.attempts):
             return None
+        if error.maybe_delivered:
+            return self.after_timeout_s
         if error.retry_after is not None:
             return min(error.retry_after, self.max_retry_after_s)
         backoff = min(self.cap_s, self.base_s * 2 ** min(attempt - 1, 30))
@@ -209,19 +235,32 @@ class _SinkWorker:
         if alert.kind == "resolved" and self._store.alert_status(alert.episode_id, self.sink.name) != "sent":
             self._record(alert, "skipped", 0, "the firing alert never reached this sink")
             return
-        attempt = 0
+        attempt = self._unconfirmed_attempts(alert)
         while not self._stop.is_set():
             attempt += 1
             try:
                 self.sink.send(alert)
             except DeliveryError as error:
                 wait = self._policy.delay(attempt, error)
-                self._record(alert, "failed" if wait is None else "pending", attempt, str(error))
+                detail = str(error) if wait is None or not error.maybe_delivered else f"{error}; not sent again for {wait:.0f} s"
+                self._record(alert, "failed" if wait is None else "pending", attempt, detail)
                 if wait is None or self._stop.wait(wait):
                     return
                 continue
             self._record(alert, "sent", attempt, None)
             return
+
+    def _unconfirmed_attempts(self, alert: Alert) -> int:
+        """An alert an earlier run left timed out (resumed from the outbox): wait out the rest of
+        `after_timeout_s` before sending it again, so a restart does not undo the wait. Returns the
+        attempts already made."""
+        record = self._store.alert_record(alert.episode_id, self.sink.name, alert.kind)
+        if record is None or record.status != "pending" or _UNCONFIRMED not in (record.detail or ""):
+            return record.attempts if record is not None else 0
+        left = record.at + self._policy.after_timeout_s - time.time()
+        if left > 0:
+            self._stop.wait(left)
+        return record.attempts
 
     def _record(self, alert: Alert, status: str, attempts: int, detail: str | None) -> None:
         self._store.record_alert(alert.episode_id, self.sink.name, alert.kind, status, attempts=attempts,

@@ -299,6 +299,13 @@ class HistoryStore:
                                    (episode_id, kind)).fetchone()
         return row is not None
 
+    def alert_record(self, episode_id: str, sink: str, kind: str) -> AlertRecord | None:
+        with self._lock:
+            row = self._db.execute(
+                "SELECT at, episode_id, sink, kind, status, attempts, detail FROM alerts"
+                " WHERE episode_id = ? AND sink = ? AND kind = ?", (episode_id, sink, kind)).fetchone()
+        return AlertRecord(*row) if row else None
+
     def alerts(self, limit: int = 100) -> list[AlertRecord]:
         """The newest `limit` delivery records, newest first."""
         with self._lock:

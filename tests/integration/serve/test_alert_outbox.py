@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -168,3 +169,38 @@ def test_slack_sink_does_not_follow_redirects_either(tmp_path: Path) -> None:
     finally:
         rx.close()
         elsewhere.close()
+
+
+def test_a_receiver_slower_than_the_timeout_gets_one_copy_until_the_long_backoff(tmp_path: Path) -> None:
+    # Before: the 1 s client timeout, then a retry 0.1 s later: a second copy while the first was still
+    # being handled. Now a timeout means "the peer may have it": not resent before after_timeout_s,
+    # not even by a restarted daemon; then resent with the same Idempotency-Key (at-least-once).
+    rx = Receiver(mode="slow", delay=2.5)
+    history = tmp_path / "h.db"
+    patient = RetryPolicy(base_s=0.05, cap_s=0.1, after_timeout_s=3600)
+    try:
+        first = AlertDispatcher([WebhookSink(rx.url, timeout=1.0)], HistoryStore(history), policy=patient)
+        first.on_verdict(make_verdict(), "srv")
+        assert rx.wait_for(1, 30)  # the slow receiver finished handling its one copy
+        assert _wait(lambda: "may have it" in (first.store.alerts()[0].detail or ""))
+        record = first.store.alerts()[0]
+        assert record.status == "pending" and "not sent again for 3600 s" in (record.detail or "")
+        time.sleep(1.0)  # twenty of the old backoffs
+        assert rx.hits == 1
+        first.close()
+
+        again = AlertDispatcher([WebhookSink(rx.url, timeout=1.0)], HistoryStore(history), policy=patient)
+        time.sleep(1.0)
+        assert rx.hits == 1, "a restart sent the timed-out alert again at once"
+        again.close()
+
+        rx.mode = "ok"  # the receiver is fast again; the backoff has run out
+        last = AlertDispatcher([WebhookSink(rx.url, timeout=1.0)], HistoryStore(history),
+                               policy=replace(patient, after_timeout_s=0.0))  # fmt: skip
+        assert rx.wait_for(2, 30)
+        assert _wait(lambda: _statuses(last.store) == [("firing", "sent")])
+        keys = {h.get("Idempotency-Key") for h in rx.headers}
+        assert len(keys) == 1 and len(rx.bodies) == 2
+        last.close()
+    finally:
+        rx.close()

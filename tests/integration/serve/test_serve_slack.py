@@ -93,7 +93,7 @@ def test_slow_receiver_within_timeout_delivers_and_never_holds_the_loop(tmp_path
 def test_slow_receiver_past_timeout_is_retried_then_given_up(tmp_path):
     rx = Receiver(mode="slow", delay=3.0)
     try:
-        dispatcher = dispatcher_for(rx.url, tmp_path, timeout=1.0, policy=RetryPolicy(attempts=2, base_s=0.1))
+        dispatcher = dispatcher_for(rx.url, tmp_path, timeout=1.0, policy=RetryPolicy(attempts=2, base_s=0.1, after_timeout_s=0.1))
         dispatcher.on_verdict(make_verdict(), "srv")
         assert dispatcher.flush(15)
         record = dispatcher.store.alerts()[0]
