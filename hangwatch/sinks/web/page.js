@@ -174,7 +174,13 @@
   function nodeStacks(node) { return (node.stacks && node.stacks.stacks) || {}; }
   function nodeTree(node) {
     const server = node.stacks && node.stacks.tree;
-    if (server && Array.isArray(server.children)) return server;
+    if (server && Array.isArray(server.children)) {
+      // the server's merge; who stands apart follows the page's order: the ranks the verdict names or
+      // whose stacks decided it, else the server's outliers, and nobody while the server is not stuck
+      const named = culpritsOf(node).filter((r) => (server.ranks || []).includes(r));
+      const outliers = named.length ? named : isBad(node.verdict) ? server.outliers || [] : [];
+      return { ...server, outliers };
+    }
     const tree = buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
     if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) tree.outliers = []; // groups differ while healthy
     return tree;

@@ -42,3 +42,10 @@ def test_a_blocker_named_by_pid_or_not_in_the_tree_breaks_ties_without_failing()
     stacks = [_stack("1524", 1524, wait), _stack("1525", 1525, load)]
     assert merge_stacks(stacks, prefer_outliers=["pid 1524"])["outliers"] == ["1524"]
     assert merge_stacks(stacks, prefer_outliers=["TP7"])["outliers"] == ["1525"]
+
+
+def test_a_blocker_without_a_stack_here_does_not_break_the_tie() -> None:
+    # the final blocker may be a process whose stack was not sampled ("pid 5122"): a live agent died on it
+    wait, load = _f("barrier", DIST), _f("load", "l.py")
+    stacks = [_stack("TP0", 10, wait), _stack("TP1", 11, load)]
+    assert merge_stacks(stacks, prefer_outliers=["pid 5122"])["outliers"] == ["TP1"]
