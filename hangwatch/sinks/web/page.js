@@ -174,16 +174,18 @@
   function nodeStacks(node) { return (node.stacks && node.stacks.stacks) || {}; }
   function nodeTree(node) {
     const server = node.stacks && node.stacks.tree;
-    if (server && Array.isArray(server.children)) {
+    const own = buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
+    // the server's merge, unless it holds fewer ranks than /stacks shows (it leaves out native dumps,
+    // which are all a stalled rank may have left; the page folds those into Python frames)
+    if (server && Array.isArray(server.children) && (server.ranks || []).length >= own.ranks.length) {
       // the server's merge; who stands apart follows the page's order: the ranks the verdict names or
       // whose stacks decided it, else the server's outliers, and nobody while the server is not stuck
       const named = culpritsOf(node).filter((r) => (server.ranks || []).includes(r));
       const outliers = named.length ? named : isBad(node.verdict) ? server.outliers || [] : [];
       return { ...server, outliers };
     }
-    const tree = buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
-    if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) tree.outliers = []; // groups differ while healthy
-    return tree;
+    if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) own.outliers = []; // groups differ while healthy
+    return own;
   }
   // the ranks the verdict names; else the processes whose stacks decided it, when they are not all of them
   function culpritsOf(node) {
