@@ -249,8 +249,10 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
 
 def redact_obj(value: Any, _key: str | None = None, _depth: int = 0) -> Any:
     """A copy of JSON-able `value`: strings redacted, values under a secret key masked, argv lists by flag."""
-    if _depth > 64:
-        return REDACTED  # deeper than any evidence we write: not worth walking
+    if _depth > 600:
+        # deeper than any evidence we write: not worth walking. The merged stack tree is the deepest:
+        # two levels per frame, and a stuck rank's stack is often 40-100 frames deep.
+        return REDACTED
     if _key is not None and is_secret_name(_key) and isinstance(value, (str, int, float, list)) and value not in (None, "", []):
         return REDACTED if not isinstance(value, list) else [REDACTED]
     if isinstance(value, str):

@@ -177,7 +177,7 @@
     const own = buildTree(nodeStacks(node), culpritsOf(node), rankProgress(timelineRanks(node)));
     // the server's merge, unless it holds fewer ranks than /stacks shows (it leaves out native dumps,
     // which are all a stalled rank may have left; the page folds those into Python frames)
-    if (server && Array.isArray(server.children) && (server.ranks || []).length >= own.ranks.length) {
+    if (wellFormed(server, 0) && server.ranks.length >= own.ranks.length) {
       // the server's merge; who stands apart follows the page's order: the ranks the verdict names or
       // whose stacks decided it, else the server's outliers, and nobody while the server is not stuck
       const named = culpritsOf(node).filter((r) => (server.ranks || []).includes(r));
@@ -186,6 +186,11 @@
     }
     if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) own.outliers = []; // groups differ while healthy
     return own;
+  }
+  // the shape CONTRACTS.md gives the tree, all the way down (an older agent's redaction cut deep trees)
+  function wellFormed(node, depth) {
+    return !!node && typeof node === "object" && typeof node.frame === "string" && Array.isArray(node.ranks) &&
+      Array.isArray(node.children) && depth < 400 && node.children.every((c) => wellFormed(c, depth + 1));
   }
   // the ranks the verdict names; else the processes whose stacks decided it, when they are not all of them
   function culpritsOf(node) {

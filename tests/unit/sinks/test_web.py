@@ -134,3 +134,19 @@ def view(stalled):
 @pytest.fixture
 def stalled():
     return make_verdict()
+
+
+def test_a_deep_merged_tree_survives_the_api_redaction():
+    # a stuck rank's stack is often 40-100 frames: the tree nests two levels per frame
+    tree: dict = {"frame": "<all>", "ranks": ["TP0"], "outliers": [], "children": []}
+    node = tree
+    for i in range(120):
+        child = {"frame": f"f{i} (m.py:{i})", "ranks": ["TP0"], "children": []}
+        node["children"].append(child)
+        node = child
+    from hangwatch.redact import redacted
+
+    out = redacted({"tree": tree})["tree"]
+    for _ in range(120):
+        (out,) = out["children"]
+        assert out["ranks"] == ["TP0"]
