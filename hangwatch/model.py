@@ -175,6 +175,8 @@ class ThreadStack:
     thread_id: int | None
     frames: tuple[Frame, ...]  # innermost first
     active: bool | None = None
+    # the fatal signal a crash handler or debugger reported for this thread (`SIGBUS`), if any
+    signal: str | None = None
 
     @property
     def top(self) -> Frame | None:

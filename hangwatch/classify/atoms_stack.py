@@ -26,7 +26,7 @@ from hangwatch.model import Fact, Frame, Origin, ProcessStack, Source, ThreadSta
 from hangwatch.parse.stacks import stack_signature
 
 ORIGINS = tuple(origin.value for origin in Origin)
-_FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits")
+_FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits", "signal")
 _ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles", "culprits", "innermost")
 # Frames that are only the way down to a wait: the stdlib, torch, other libraries, native code.
 _PASS_THROUGH = frozenset({Origin.LIBRARY, Origin.TORCH, Origin.NATIVE})
@@ -46,6 +46,8 @@ class FrameArg:
     # test only the innermost frame that is engine or user code: where the thread waits, not who
     # called it (a script's `<module>` at the bottom of every embedded engine's stack)
     innermost: bool = False
+    # only threads a crash handler or debugger reported this fatal signal for (`SIGBUS|SIGSEGV`)
+    signal: re.Pattern[str] | None = None
 
 
 # ---------------------------------------------------------------- argument parsers
@@ -62,7 +64,8 @@ def _frame_options(raw: dict[str, Any], site: Site, test: Callable[[Frame], bool
     innermost = raw.get("innermost", False)
     if not isinstance(innermost, bool):
         raise RuleError("'innermost' must be true or false", site.value("innermost"))
-    return FrameArg(test, describe, ranks, thread, top, roles, culprits, innermost)
+    signal = parse_regex(raw["signal"], site.value("signal")) if "signal" in raw else None
+    return FrameArg(test, describe, ranks, thread, top, roles, culprits, innermost, signal)
 
 
 def _frame_text(frame: Frame) -> str:
@@ -125,6 +128,8 @@ def _threads(stack: ProcessStack, thread: str) -> tuple[ThreadStack, ...]:
 
 def _first_hit(stack: ProcessStack, arg: FrameArg) -> tuple[ThreadStack, Frame] | None:
     for thread in _threads(stack, arg.thread):
+        if arg.signal is not None and not (thread.signal and arg.signal.search(thread.signal)):
+            continue
         frames = thread.frames[: arg.top]
         if arg.innermost:
             inner = next((f for f in frames if f.origin not in _PASS_THROUGH), None)
@@ -139,7 +144,9 @@ def _grouped_facts(hits: dict[str, tuple[ThreadStack, Frame]], stacks: dict[str,
     """One fact per distinct frame, naming the ranks that show it."""
     groups: dict[str, list[str]] = {}
     for label, (thread, frame) in hits.items():
-        where = frame.display if thread is stacks[label].main else f"{frame.display} [thread {thread.name}]"
+        where = frame.display if thread is stacks[label].main else f"{frame.display} [thread {thread.name or thread.thread_id}]"
+        if thread.signal:
+            where += f", {thread.signal} caught"
         groups.setdefault(where, []).append(label)
     facts = []
     for where, labels in groups.items():

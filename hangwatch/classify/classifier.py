@@ -14,7 +14,7 @@ from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
 from hangwatch.classify.differential import candidates_for, cites, failure_tier
-from hangwatch.classify.ending import fatal_ending
+from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
@@ -261,12 +261,12 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
 
 def _unknown_failure(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule]) -> Verdict:
     """The log ends in a fatal error and no rule names its cause: crashed, cause unknown."""
-    root = fatal_ending(ctx)
-    facts = (failure_fact(root),) if root is not None else ()
+    root, signal = fatal_ending(ctx), fatal_signal(ctx)
+    facts = ((failure_fact(root),) if root is not None else ()) + ((signal,) if signal is not None else ())
     return Verdict(
         state=State.CRASHED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
         title="The start failed with an error, and no rule explains it",
-        message="The log ends in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
+        message="The start ended in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
         remedy="Read the error below and the lines before it, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
         candidates=candidates_for(ranked, ctx), **_common(ctx),
@@ -340,7 +340,7 @@ def classify(
     if ctx.ready:
         return _healthy(State.READY, ctx, ranked, None)
     winner = ranked[0] if ranked and ranked[0].held else None
-    ended = fatal_ending(ctx) is not None
+    ended = fatal_ending(ctx) is not None or fatal_signal(ctx) is not None
     if winner is not None:
         # a slow cause stays `progressing` even when a timeout cut the start short: it was moving
         if winner.rule.state is State.PROGRESSING:

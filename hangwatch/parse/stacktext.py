@@ -21,6 +21,7 @@ from hangwatch.model import (
     ThreadStack,
     rank_from_name,
 )
+from hangwatch.parse.failures import signal_of
 from hangwatch.parse.frames import make_frame, with_source_line
 
 __all__ = ["parse_text"]
@@ -48,8 +49,31 @@ _KERNEL = re.compile(
     r"(?:\s+\[(?P<mod>[\w-]+)\])?\s*$"
 )
 _KERNEL_PID = re.compile(r"/proc/(\d{1,12})/(?:task/\d+/)?stack")
+# Crash handlers print a backtrace when a fatal signal arrives; each project its own way:
+# UCX/Triton/HugeCTR `==== backtrace (tid: 381) ====` then ` 0 0x00143c0 func()  file:line`;
+# glog/absl `*** SIGSEGV (@0x0) received by PID 7 (TID 0x7f..) ...; stack trace: ***` then
+# `    @     0x7f.. func`; backward-cpp `Stack trace (most recent call last) in thread 42:` then
+# `#1    Object "/lib/x.so", at 0x.., in func` / `#0    Source "a.cpp", line 3, in func`.
+_UCX_THREAD = re.compile(r"^=+ ?backtrace \(tid:\s*(\d{1,12})\) ?=+$")
+_UCX_FRAME = re.compile(r"^\s*\d{1,4}\s+0x[0-9a-fA-F]+\s+(?P<func>\S.*?)\s+(?P<file>\S+):(?P<line>\d{1,12})\s*$")
+_GLOG_THREAD = re.compile(
+    r"^\*\*\* (?P<sig>SIG[A-Z]+)(?: \(@0x[0-9a-fA-F]+\))? received\b(?:.*?by PID (?P<pid>\d{1,12}))?"
+    r"(?:.*?\(TID (?P<tid>0x[0-9a-fA-F]+|\d{1,12})\))?"
+)
+_GLOG_FRAME = re.compile(r"^\s*(?:PC: )?@\s+0x[0-9a-fA-F]+(?:\s+\d+)?\s+(?P<func>\S.*?)\s*$")
+_BACKWARD_THREAD = re.compile(r"^Stack trace \(most recent call last\)(?: in thread (\d{1,12}))?:")
+_BACKWARD_FRAME = re.compile(
+    r'^#\d+\s+(?:Object "(?P<obj>[^"]*)"(?:, at 0x[0-9a-fA-F]+)?, in (?P<func>.+)|'
+    r'Source "(?P<src>[^"]*)", line (?P<line>\d{1,12}), in (?P<func2>.+))$'
+)
+# A line that reports the fatal signal itself, in the crash handlers' and debuggers' words.
+_SIGNAL_LINE = re.compile(
+    r"(?i)caught signal \d+ \(|received signal SIG[A-Z]+|^\*\*\* SIG[A-Z]+ |^\*\*\* Aborted at|"
+    r"^Fatal Python error: (?:Segmentation fault|Bus error|Aborted|Illegal instruction)|"
+    r"^(?:Segmentation fault|Bus error|Illegal instruction|Aborted|Floating point exception) \("
+)
 # styles whose frames are written outermost first (reversed when the thread closes)
-_OUTERMOST_FIRST = frozenset({"traceback", "pystack"})
+_OUTERMOST_FIRST = frozenset({"traceback", "pystack", "backward"})
 
 
 @dataclass
@@ -59,6 +83,7 @@ class _Thread:
     tid: int | None = None
     active: bool | None = None
     frames: list[Frame] = field(default_factory=list)
+    signal: str | None = None
 
     def build(self) -> ThreadStack:
         frames = self.frames[::-1] if self.style in _OUTERMOST_FIRST else self.frames
@@ -67,7 +92,7 @@ class _Thread:
         # faulthandler and pystack do not name threads; the one whose script is the entry is main
         if self.style in ("faulthandler", "pystack") and python and python[-1].function == "<module>":
             name = "MainThread"
-        return ThreadStack(name=name, thread_id=self.tid, frames=tuple(frames), active=self.active)
+        return ThreadStack(name=name, thread_id=self.tid, frames=tuple(frames), active=self.active, signal=self.signal)
 
 
 @dataclass
@@ -82,6 +107,7 @@ class _Parser:
     def __init__(self) -> None:
         self.procs: list[_Process] = []
         self.locals_indent: int | None = None  # inside a py-spy `--locals` block
+        self.pending_signal: str | None = None  # reported before the backtrace it belongs to
 
     @property
     def proc(self) -> _Process:
@@ -95,15 +121,33 @@ class _Parser:
         return threads[-1] if threads else None
 
     def open_thread(self, style: str, name: str | None = None, tid: int | None = None, active: bool | None = None) -> None:
-        self.proc.threads.append(_Thread(style, name, tid, active))
+        self.proc.threads.append(_Thread(style, name, tid, active, signal=self.pending_signal))
+        self.pending_signal = None
         self.locals_indent = None
 
     def feed(self, lineno: int, line: str) -> None:
         if not line.strip():
             self.locals_indent = None
             return
+        if _SIGNAL_LINE.search(line) and not _GLOG_THREAD.match(line):
+            self._signal(line)
+            return
         if not self._header(lineno, line):
             self._frame(line)
+
+    def _signal(self, line: str) -> None:
+        """Most handlers name the signal before the backtrace; backward-cpp after its frames."""
+        name = signal_of(line) or "SIGABRT"
+        thread = self.thread
+        if thread is not None and thread.style == "backward" and thread.frames and thread.signal is None:
+            thread.signal = name
+        else:
+            self.pending_signal = name
+
+    def finish(self) -> None:
+        """A signal line with no backtrace after it belongs to the last thread read."""
+        if self.pending_signal and self.thread is not None and self.thread.signal is None:
+            self.thread.signal = self.pending_signal
 
     # ---------------------------------------------------------------- headers
 
@@ -134,6 +178,21 @@ class _Parser:
             return True
         if _TRACEBACK.search(line):
             self.open_thread("traceback")
+            return True
+        m = _UCX_THREAD.match(line.strip())
+        if m:
+            self.open_thread("ucx", None, int(m[1]))
+            return True
+        m = _GLOG_THREAD.match(line.strip())
+        if m:
+            self.pending_signal = m["sig"]
+            if m["pid"] and self.proc.pid is None:
+                self.proc.pid = int(m["pid"])
+            self.open_thread("glog", None, _int(m["tid"]) if m["tid"] else None)
+            return True
+        m = _BACKWARD_THREAD.match(line.strip())
+        if m:
+            self.open_thread("backward", None, int(m[1]) if m[1] else None)
             return True
         m = _KERNEL_PID.search(line) or _GDB_PID.search(line)
         if m and self.proc.pid is None:
@@ -215,6 +274,40 @@ def _call_name(text: str) -> str:
     return text
 
 
+def _native_name(text: str) -> str:
+    """`ncclGroupEnd()` / `foo(int, char*) +0x12` / `foo + 0x12` -> the function's name."""
+    text = re.sub(r"\s*\+\s*0x[0-9a-fA-F]+$", "", text.strip())
+    name = _call_name(text)
+    return name[: name.index("(")] if "(" in name and not name.startswith("(") else name
+
+
+def _ucx_frame(line: str) -> Frame | None:
+    m = _UCX_FRAME.match(line)
+    if not m:
+        return None
+    file = None if m["file"].startswith("?") else m["file"]
+    return make_frame(_native_name(m["func"]), file, int(m["line"]) or None if file else None, True)
+
+
+def _glog_frame(line: str) -> Frame | None:
+    m = _GLOG_FRAME.match(line)
+    if not m or m["func"].startswith("(unknown)"):
+        return None
+    func, _, lib = m["func"].partition(" (in ")  # `func (in /lib/x.so)`
+    return make_frame(_native_name(func), None, None, True, lib.rstrip(")") or None)
+
+
+def _backward_frame(line: str) -> Frame | None:
+    m = _BACKWARD_FRAME.match(line.strip())
+    if not m:
+        return None
+    if m["func"] is not None:
+        return make_frame(_native_name(m["func"]), None, None, True, m["obj"] or None)
+    src = m["src"]
+    python = src.endswith(".py")
+    return make_frame(_native_name(m["func2"]) if not python else m["func2"].strip(), src, int(m["line"]), not python)
+
+
 def _kernel_frame(line: str) -> Frame | None:
     m = _KERNEL.match(line.strip())
     if not m:
@@ -229,6 +322,9 @@ _READERS: dict[str, Callable[[_Parser, str], Frame | None]] = {
     "pystack": lambda _p, line: _python_frame(line),
     "gdb": lambda _p, line: _gdb_frame(line),
     "kernel": lambda _p, line: _kernel_frame(line),
+    "ucx": lambda _p, line: _ucx_frame(line),
+    "glog": lambda _p, line: _glog_frame(line),
+    "backward": lambda _p, line: _backward_frame(line),
 }
 
 
@@ -256,6 +352,7 @@ def parse_text(text: str, label: str, source: Source, sample: int) -> list[Proce
     parser = _Parser()
     for lineno, line in enumerate(text.splitlines(), 1):
         parser.feed(lineno, line.rstrip())
+    parser.finish()
     procs = [p for p in parser.procs if p.threads]
     if not any(t.frames for p in procs for t in p.threads):
         return []

@@ -24,6 +24,7 @@ CASES: dict[str, dict] = {}
 
 # The dev corpus (INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
 ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (dev INDEX.md `state`)"
+ENDED_BY_SIGNAL = "relabelled stalled -> crashed: its stack file reports the fatal signal the process died of (dev INDEX.md `state`)"
 
 def case(name, cause, state, *, engine="sglang", gpu=None, cc=None, tp=None, nnodes=1, version=None,
          log=None, cmdline=None, env=None, dmesg=None, stacks=None, procs=None, ports=None, quiet=None, why=None):
@@ -848,7 +849,7 @@ case("ff-proxy-page-in-warmup", "warmup_request", "stalled", tp=1,
 [2025-06-10 14:00:21] Initialization failed. warmup error: <HTML><HEAD><TITLE>Proxy Error</TITLE></HEAD><BODY><H1>502 Proxy Error</H1>The proxy server could not handle the request GET /get_model_info</BODY></HTML>
 """)
 
-case("ff-shm-sigbus-gdb-pytorch", "shm_too_small", "stalled", engine=None, tp=None,
+case("ff-shm-sigbus-gdb-pytorch", "shm_too_small", "crashed", why=ENDED_BY_SIGNAL, engine=None, tp=None,
      stacks={"reported": """Thread 57 "python" received signal SIGBUS, Bus error.
 #0  0x00007fb1d01a2c88 in ncclShmOpen () from /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2
 #1  0x00007fb1d01a06a1 in shmSendProxyConnect () from /usr/local/lib/python3.10/dist-packages/nvidia/nccl/lib/libnccl.so.2
@@ -915,6 +916,19 @@ case("end-rank-error-peers-carry-on-stalled", "dead_rank", "stalled", engine="vl
 (VllmWorker TP1 pid=4405) INFO 09-02 11:21:52 [default_loader.py:262] Loading weights took 110.91 seconds
 (VllmWorker TP2 pid=4409) INFO 09-02 11:21:53 [default_loader.py:262] Loading weights took 111.02 seconds
 """)
+
+# A crash handler's backtrace in another project's format (glog's signal handler, as TensorFlow,
+# Paddle and MXNet servers print it): SIGBUS in NCCL's proxy thread while it maps /dev/shm.
+case("sig-glog-sigbus-nccl-proxy", "shm_too_small", "crashed", engine=None, tp=4,
+     stacks={"crash": """*** Aborted at 1733011200 (unix time) try "date -d @1733011200" if you are using GNU date ***
+PC: @     0x7f9c2e41a2b0 (unknown)
+*** SIGBUS (@0x7f9b40000000) received by PID 5120 (TID 0x7f9b8dffb700) from PID 18446744073709551615; stack trace: ***
+    @     0x7f9c3b8f0980 (unknown)
+    @     0x7f9c2e41a2b0 ncclProxyConnect()
+    @     0x7f9c2e41c9d1 ncclProxyService()
+    @     0x7f9c3b8e56db start_thread
+    @     0x7f9c3b20e71f clone
+"""})
 
 
 def main() -> None:

@@ -69,3 +69,29 @@ def test_a_slow_cause_cut_by_a_timeout_stays_progressing() -> None:
     verdict = classify(_evidence(log), RULES)
     assert fatal_ending(Context(_evidence(log))) is not None
     assert verdict.state is State.PROGRESSING, (verdict.cause, verdict.rule)
+
+
+UCX_SIGBUS = b"""[host:1 :0:381] Caught signal 7 (Bus error: nonexistent physical address)
+==== backtrace (tid:    381) ====
+ 0 0x00000000000143c0 __funlockfile()  ???:0
+ 1 0x0000000000068d6c ncclGroupEnd()  ???:0
+ 2 0x0000000000008609 start_thread()  ???:0
+=================================
+"""
+
+
+def test_a_crash_handlers_fatal_signal_in_a_stack_file_ended_the_start() -> None:
+    from hangwatch.classify.ending import fatal_signal
+
+    evidence = evidence_from_files({"meta.json": META, "stacks/reported.txt": UCX_SIGBUS})
+    signal = fatal_signal(Context(evidence))
+    assert signal is not None and "SIGBUS" in signal.text and signal.source.file == "stacks/reported.txt"
+    verdict = classify(evidence, RULES)
+    assert (verdict.state, verdict.cause) == (State.CRASHED, "shm_too_small")
+    assert "SIGBUS caught" in verdict.evidence[0].text
+
+
+def test_sigbus_outside_nccl_is_a_crash_but_not_shm() -> None:
+    other = UCX_SIGBUS.replace(b"ncclGroupEnd", b"memcpy_avx_unaligned")
+    verdict = classify(evidence_from_files({"meta.json": META, "stacks/reported.txt": other}), RULES)
+    assert verdict.state is State.CRASHED and verdict.cause != "shm_too_small"
