@@ -913,6 +913,21 @@ GDB_OTHER = GDB_SHM.replace("ncclShmOpen(char*, unsigned long, void**, void**, i
 case("shm-bus-error-in-nccl-stack", "fires", "gdb-sigbus-in-shm-open", meta=meta(engine=None, tp=None), stacks={"reported": GDB_SHM})
 case("shm-bus-error-in-nccl-stack", "quiet", "gdb-in-socket-accept", meta=meta(engine=None, tp=None), stacks={"reported": GDB_OTHER})
 
+# a crash handler's backtrace (UCX, as Triton/HugeCTR print it): SIGBUS in a thread inside NCCL
+UCX_SIGBUS_NCCL = """[node3:1 :0:381] Caught signal 7 (Bus error: nonexistent physical address)
+==== backtrace (tid:    381) ====
+ 0 0x00000000000143c0 __funlockfile()  ???:0
+ 1 0x0000000000068d6c ncclProxyProgress()  ???:0
+ 2 0x0000000000008609 start_thread()  ???:0
+=================================
+"""
+# the same thread in NCCL without a fatal signal (an ordinary dump), and SIGBUS outside NCCL
+UCX_NO_SIGNAL = UCX_SIGBUS_NCCL.split("\n", 1)[1]
+UCX_SIGBUS_ELSEWHERE = UCX_SIGBUS_NCCL.replace("ncclProxyProgress", "memcpy_avx_unaligned")
+case("shm-sigbus-in-nccl-thread", "fires", "ucx-sigbus-in-nccl-proxy", meta=meta(engine=None, tp=None), stacks={"reported": UCX_SIGBUS_NCCL})
+case("shm-sigbus-in-nccl-thread", "quiet", "ucx-nccl-without-signal", meta=meta(engine=None, tp=None), stacks={"reported": UCX_NO_SIGNAL})
+case("shm-sigbus-in-nccl-thread", "quiet", "ucx-sigbus-outside-nccl", meta=meta(engine=None, tp=None), stacks={"reported": UCX_SIGBUS_ELSEWHERE})
+
 case("first-failure-custom-allreduce", "fires", "capture-wraps-car-check", meta=meta(tp=2),
      log="[2026-11-29 23:04:10 TP1] Exception: Capture cuda graph failed: Runtime check failed at "
          "/sgl-workspace/sglang/sgl-kernel/csrc/allreduce/custom_all_reduce.cuh:412: CUDA error: invalid argument\n")
