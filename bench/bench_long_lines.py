@@ -79,7 +79,7 @@ def main() -> None:
         time.sleep(30)
         after, after_cpu = rate(port, hw.pid, 10)
         print(f"baseline: {base:.2f} ticks/s, {base_cpu:.0%} CPU")
-        print(f"while {lines} lines of 4 KB are read (4 MiB a tick): {during:.2f} ticks/s, {during_cpu:.0%} CPU (20 s)")
+        print(f"while {lines} lines of 4 KB are read: {during:.2f} ticks/s, {during_cpu:.0%} CPU (20 s)")
         print(f"once read (50 s later): {after:.2f} ticks/s, {after_cpu:.0%} CPU (10 s)")
     finally:
         procs.stop()

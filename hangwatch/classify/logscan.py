@@ -23,38 +23,59 @@ from hangwatch.classify.regexcheck import UnsafeRegex, can_match_newline
 from hangwatch.model import LogLine
 
 CHUNK_LINES = 256
-MAX_CHUNKS = 512  # about 130 000 lines of memo
+MAX_CHUNKS = 1536  # three keys per chunk: about 130 000 lines of memo
 _ANCHORED = re.compile(r"\\[AZ]")  # \A and \Z mean a line's ends per line, the chunk's ends when joined
 
 
 @dataclass
 class Chunk:
     lines: tuple[LogLine, ...]
-    text: str
+    text: str  # the `own` lines joined: only those are searched for this chunk
     starts: list[int]
     hits: dict[re.Pattern[str], list[LogLine]] = field(default_factory=dict)
+    own: tuple[LogLine, ...] = ()
+    before: Chunk | None = None  # the chunk these lines grew from (the log's end): its hits hold
+    within: Chunk | None = None  # a chunk these lines are the end of (the window's front moved on)
 
 
-_memo: OrderedDict[tuple[int, int, int], Chunk] = OrderedDict()
+Key = tuple[object, ...]
+_memo: OrderedDict[Key, Chunk] = OrderedDict()
 _lock = threading.Lock()  # the API may classify while the watch loop does
 
 
-def _new_chunk(lines: tuple[LogLine, ...]) -> Chunk:
+def _new_chunk(lines: tuple[LogLine, ...], before: Chunk | None = None, within: Chunk | None = None) -> Chunk:
+    own = () if within is not None else lines[len(before.lines):] if before is not None else lines
     starts, offset = [], 0
-    for line in lines:
+    for line in own:
         starts.append(offset)
         offset += len(line.text) + 1
-    return Chunk(lines, "\n".join(line.text for line in lines), starts)
+    return Chunk(lines, "\n".join(line.text for line in own), starts, own=own, before=before, within=within)
+
+
+def _same(a: Sequence[LogLine], b: Sequence[LogLine]) -> bool:
+    return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
 def _chunk(lines: tuple[LogLine, ...]) -> Chunk:
-    key = (id(lines[0]), id(lines[-1]), len(lines))
+    """The memoised chunk of `lines`. A tick of the live loop changes a chunk at either end only:
+    the newest grows (only its new lines are searched) and the oldest loses lines as the window
+    of the newest lines slides (its hits are the larger chunk's, filtered): probe L8."""
+    key: Key = (id(lines[0]), id(lines[-1]), len(lines))
     with _lock:
         found = _memo.get(key)
-        if found is not None and all(map(operator.is_, found.lines, lines)):
+        if found is not None and _same(found.lines, lines):
             _memo.move_to_end(key)
             return found
-        chunk = _memo[key] = _new_chunk(lines)
+        within = _memo.get(("end", id(lines[-1])))
+        if within is not None and not (len(within.lines) > len(lines) and _same(within.lines[-len(lines):], lines)):
+            within = None
+        before = _memo.get(("start", id(lines[0]))) if within is None else None
+        if before is not None and not (len(before.lines) < len(lines) and _same(before.lines, lines[: len(before.lines)])):
+            before = None
+        chunk = _memo[key] = _new_chunk(lines, before, within)
+        if within is None:
+            _memo[("end", id(lines[-1]))] = chunk
+            _memo[("start", id(lines[0]))] = chunk
         while len(_memo) > MAX_CHUNKS:
             _memo.popitem(last=False)
     return chunk
@@ -91,14 +112,14 @@ def _line_by_line(pattern: re.Pattern[str]) -> bool:
 
 def _scan(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
     if _line_by_line(pattern):
-        return [line for line in chunk.lines if pattern.search(line.text)]
+        return [line for line in chunk.own if pattern.search(line.text)]
     wide, hits, pos = _multiline(pattern), [], 0
     while (found := wide.search(chunk.text, pos)) is not None:
         index = bisect.bisect_right(chunk.starts, found.start()) - 1
         # the joined search may match across a newline: confirm on the line itself
-        if pattern.search(chunk.lines[index].text):
-            hits.append(chunk.lines[index])
-        if index + 1 == len(chunk.lines):
+        if pattern.search(chunk.own[index].text):
+            hits.append(chunk.own[index])
+        if index + 1 == len(chunk.own):
             break
         pos = chunk.starts[index + 1]  # one hit per line: go on from the next line
     return hits
@@ -107,5 +128,12 @@ def _scan(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
 def hits(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
     found = chunk.hits.get(pattern)
     if found is None:
-        found = chunk.hits[pattern] = _scan(chunk, pattern)
+        if chunk.within is not None:
+            first = chunk.lines[0].lineno
+            found = [line for line in hits(chunk.within, pattern) if line.lineno >= first]
+        elif chunk.before is not None:
+            found = hits(chunk.before, pattern) + _scan(chunk, pattern)
+        else:
+            found = _scan(chunk, pattern)
+        chunk.hits[pattern] = found
     return found

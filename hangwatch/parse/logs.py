@@ -17,7 +17,7 @@ from functools import lru_cache
 from hangwatch.engines import Engine, LogPrefix, ParsedPrefix, engines, strip_uvicorn
 from hangwatch.model import LogLine, normalise_rank, rank_from_name
 
-__all__ = ["MAX_TEXT", "read_log_lines", "normalise_rank", "rank_from_name"]
+__all__ = ["MAX_TEXT", "matched_text", "read_log_lines", "normalise_rank", "rank_from_name"]
 
 MAX_TEXT = 1024  # chars kept per line: bounds memory and each rule regex's worst case per line (docs/serving.md)
 
@@ -27,6 +27,11 @@ _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@
 # NCCL_DEBUG=INFO: `host:pid:tid [cudaDev] NCCL INFO ...`.
 _NCCL = re.compile(r"[\w.\-]+:(?P<pid>\d+):\d+ \[(?P<dev>\d+)\] (?P<msg>NCCL (?:INFO|WARN) .*)", re.S)
 
+
+
+def matched_text(data: bytes) -> int:
+    """About how many characters the rules will search in these log bytes: each line cut to MAX_TEXT."""
+    return sum(min(len(segment), MAX_TEXT) + 1 for segment in data.split(b"\n"))
 
 
 def read_log_lines(data: bytes, start_lineno: int = 1) -> tuple[LogLine, ...]:

@@ -22,7 +22,7 @@ from hangwatch.sources.logtail import LogTail
 __all__ = ["DecodedTail", "JournalTail", "LogReader", "open_log"]
 
 _JOURNAL_LINES = 20_000  # history handed over at start: a server start's log, not a host's
-_JOURNAL_READ = 1 << 20
+_JOURNAL_READ = 256 << 10  # per call, like LogTail: the watch loop stops at its per-tick budget
 _STOP_TIMEOUT_S = 2.0
 
 

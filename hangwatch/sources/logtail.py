@@ -22,7 +22,7 @@ from hangwatch.errors import SourceUnavailable
 
 __all__ = ["LogTail"]
 
-_MAX_READ = 4 * 2**20  # bytes per call: one tick must stay cheap even when the log floods
+_MAX_READ = 256 * 2**10  # bytes per call: the watch loop reads a flood in steps and stops at its per-tick budget
 _MAX_PENDING = 1 * 2**20  # a "line" without "\n" this long is returned anyway (a stuck tqdm bar)
 _HEAD = 1024  # bytes of the file's start kept as its fingerprint (truncated and regrown within a tick)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
@@ -41,6 +41,7 @@ class LogTail:
         self.path = os.fspath(path)
         self.start_tail_bytes = start_tail_bytes
         self.max_read_bytes = max_read_bytes
+        self._start_end = 0  # where the file ended when first opened: up to there is the start tail
         self.bytes_seen = 0  # bytes read from the log(s) so far, complete lines or not
         self.rotations = 0
         self._fh: BinaryIO | None = None
@@ -120,6 +121,7 @@ class LogTail:
     def _seek_tail(self) -> None:
         assert self._fh is not None
         size = os.fstat(self._fh.fileno()).st_size
+        self._start_end = size
         if size > self.start_tail_bytes:
             # start one byte early: if that byte is "\n" the tail starts on a line start
             self._pos = size - self.start_tail_bytes - 1
@@ -133,7 +135,9 @@ class LogTail:
         if size == self._pos:
             return b""
         self._fh.seek(self._pos)
-        data = self._fh.read(min(size - self._pos, self.max_read_bytes))
+        # the start tail comes whole (a verdict at attach needs it); a flood afterwards in steps
+        limit = max(self.max_read_bytes, self._start_end - self._pos)
+        data = self._fh.read(min(size - self._pos, limit))
         self._pos += len(data)
         self.bytes_seen += len(data)
         return data

@@ -26,7 +26,7 @@ from hangwatch.model import (
     ProcessRecord,
     ProcessStack,
 )
-from hangwatch.parse.logs import read_log_lines
+from hangwatch.parse.logs import matched_text, read_log_lines
 from hangwatch.parse.runtimelog import sniff_format
 from hangwatch.sources.health import HealthProber
 from hangwatch.sources.logfind import LogLocation
@@ -40,7 +40,10 @@ __all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_ver
 # "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
-_LOG_BYTES_PER_TICK = 4 << 20  # a flooding log is read in steps: each new byte costs every rule regex a scan (docs/serving.md, Bounds)
+_LOG_BYTES_PER_TICK = 4 << 20  # a flooding log is read in steps (docs/serving.md, Bounds)
+# What a tick costs is the text every rule regex searches: each new line, cut to MAX_TEXT. 5 000
+# lines of 4 KB in one tick took seconds on a loaded host (probe L8); 256 KiB is one logscan chunk.
+_LOG_TEXT_PER_TICK = 256 << 10
 
 
 @dataclass(frozen=True)
@@ -125,6 +128,7 @@ class LiveSources:
         self.engine_changed = False
         self._engine_name: str | None = getattr(server, "engine", None)
         self._engine: Engine | None = None
+        self._caught_up = False
         self._tail = self._open_log()
         self.endpoint: EndpointAnswer | None = None
         self._prober: HealthProber | None = None
@@ -200,11 +204,14 @@ class LiveSources:
         """What the log gained, up to a per-tick budget: LogTail reads a bounded chunk per call
         and may hand back nothing for a chunk without a line end (a sparse or binary stretch)."""
         assert self._tail is not None
-        start, chunks = self._tail.bytes_seen, []
+        start, chunks, text = self._tail.bytes_seen, [], 0
         while True:
             before = self._tail.bytes_seen
             chunks.append(self._tail.read_new())
-            if self._tail.bytes_seen == before or self._tail.bytes_seen - start >= _LOG_BYTES_PER_TICK:
+            text += matched_text(chunks[-1])
+            if (self._tail.bytes_seen == before or self._tail.bytes_seen - start >= _LOG_BYTES_PER_TICK
+                    or (text >= _LOG_TEXT_PER_TICK and self._caught_up)):
+                self._caught_up = True  # the first read (attach) takes the whole start tail at once
                 return b"".join(chunks)
 
     def close(self) -> None:

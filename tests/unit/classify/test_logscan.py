@@ -59,3 +59,20 @@ def test_a_pattern_that_can_match_a_newline_searches_one_line_at_a_time(monkeypa
     assert seen == [], "a pattern that can cross lines ran over a joined chunk"
     assert Context(Evidence(log=lines)).log_hits(re.compile(r"x+tail")) == []
     assert seen, "a single-line pattern still takes the joined search"
+
+
+def test_a_tick_searches_only_the_lines_that_arrived(monkeypatch: pytest.MonkeyPatch) -> None:
+    # the live loop hands the newest 5 000 lines: each tick the newest chunk grows at its end and
+    # the oldest loses lines at its front (probe L8: 5 000 long lines cut ticks to 0.15/s)
+    body = ", ".join(f"field_{i}={i * 7}" for i in range(150))
+    log = logs(*[f"server_args=ServerArgs({body}) {'Load weight begin.' if i % 97 == 0 else ''}" for i in range(3000)])
+    pattern = re.compile(r"Load weight")
+    Context(Evidence(log=log[:1000])).log_hits(pattern)
+    scanned: list[int] = []
+    real = logscan._scan
+    monkeypatch.setattr(logscan, "_scan", lambda chunk, p: scanned.append(len(chunk.own)) or real(chunk, p))
+    for end in range(1100, 3001, 100):
+        scanned.clear()
+        window = log[end - 1000 : end]
+        assert Context(Evidence(log=window)).log_hits(pattern) == _per_line(pattern, window)
+        assert sum(scanned) <= 100, f"searched {sum(scanned)} lines for 100 new ones"
