@@ -362,7 +362,10 @@ def _single(line: LogLine, body: str) -> Failure | None:
     if m and m["msg"] is not None:
         return _make("exception", stripped, line, exc_type=m["type"], message=m["msg"],
                      consequence=bool(_CONSEQUENCE.search(stripped)))  # fmt: skip
-    if _CONSEQUENCE.search(stripped) and (is_failure_text(stripped) or signal_of(stripped)):
+    error_level = (_ERROR_LEVEL.match(stripped) or " ERROR " in line.text or _LEADING_FAILURE.match(stripped)
+                   or _GLOG_ERROR.match(line.text.lstrip()))
+    # "Worker proc X died unexpectedly" logged at error level reports a death without a failure word
+    if _CONSEQUENCE.search(stripped) and (is_failure_text(stripped) or signal_of(stripped) or error_level):
         return _make("consequence", stripped, line, consequence=True)
     sig = signal_of(stripped)
     if sig in ("SIGBUS", "SIGSEGV", "SIGABRT", "SIGILL") and not _NOT_A_FAILURE.search(stripped):
@@ -375,8 +378,6 @@ def _single(line: LogLine, body: str) -> Failure | None:
         return _make("errno", stripped, line)
     if _BUILD_ERROR.search(stripped):
         return _make("exit", stripped, line)
-    error_level = (_ERROR_LEVEL.match(stripped) or " ERROR " in line.text or _LEADING_FAILURE.match(stripped)
-                   or _GLOG_ERROR.match(line.text.lstrip()))
     if error_level and is_failure_text(stripped):
         kind = "timeout" if _TIMEOUT.search(stripped) else "exit"
         return _make(kind, stripped, line, consequence=bool(_CONSEQUENCE.search(stripped)))

@@ -428,7 +428,7 @@ case("dr-dmesg-oom-killer", "dead_rank", "stalled", engine="vllm", gpu="NVIDIA A
      dmesg="""[1203441.221340] Out of memory: Killed process 3141 (VLLM::Worker_TP2) total-vm:61238120kB, anon-rss:30183320kB, file-rss:102400kB, shmem-rss:0kB, UID:0 pgtables:68432kB oom_score_adj:0
 """)
 
-case("dr-vllm-worker-died-unexpectedly", "dead_rank", "stalled", engine="vllm", tp=2,
+case("dr-vllm-worker-died-unexpectedly", "dead_rank", "crashed", why=ENDED_IN_ERROR, engine="vllm", tp=2,
      log="""(EngineCore_0 pid=2012) ERROR 10-11 03:11:47 [multiproc_executor.py:149] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.
 """)
 

@@ -150,3 +150,14 @@ def test_glog_error_level_is_an_error_and_ends_a_warning_run() -> None:
                f"(errno: 98 - Address already in use).\n{error}\n")
         found = read_failures(read_log_lines(log.encode()))
         assert [f.warning for f in found] == [True, False], found
+
+
+def test_a_death_logged_at_error_level_is_a_consequence_failure() -> None:
+    """`Worker proc X died unexpectedly` carries no failure word; its ERROR level says it is one."""
+    from hangwatch.parse.failures import read_failures
+
+    log = b"(EngineCore_0 pid=2012) ERROR 10-11 03:11:47 [multiproc_executor.py:149] Worker proc VllmWorker-1 died unexpectedly, shutting down executor.\n"
+    (found,) = read_failures(read_log_lines(log))
+    assert found.consequence and found.kind == "consequence"
+    info = log.replace(b" ERROR ", b" INFO ")
+    assert read_failures(read_log_lines(info)) == ()
