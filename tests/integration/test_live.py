@@ -130,16 +130,14 @@ def test_attach_serves_the_api(procs: Procs, tmp_path: Path) -> None:
 # ---------------------------------------------------------------- run
 
 
-def test_run_reports_an_exit_within_two_seconds(procs: Procs, tmp_path: Path) -> None:
+def test_run_reports_an_exit_as_crashed_with_its_status(procs: Procs, tmp_path: Path) -> None:
     # GIVEN a server that exits with status 3 one second after start
     log = tmp_path / "run.log"
     # --no-preflight: this measures how fast an exit is seen, not the checks run before the launch
     watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="exit"))
-    started = time.monotonic()
     code, lines, err = finish(watch, 30)
-    # THEN crashed, with the exit status, soon after the exit
+    # THEN crashed, with the exit status (how soon is a benchmark figure, not a test: bench/bench_live.py)
     assert code == 1, err
-    assert time.monotonic() - started < 1.0 + 2.0 + 1.5  # exit at 1 s, seen within 2 s, CLI start-up
     assert lines[-1]["state"] == "crashed"
     assert "exited with status 3" in err
     assert "ValueError: the model config is invalid" in log.read_text()
