@@ -1,6 +1,6 @@
 """Run every GPU lab scenario under hangwatch and keep the evidence (the device-machine driver).
 
-    python3 lab/gpu/device_run.py --out DIR [--scenarios a,b] [--deadline S]
+    python3 lab/gpu/device_run.py --out DIR [--scenarios a,b] [--deadline S] [--history DB] [--history-pass]
 
 Per scenario: start lab/gpu/run.py in its own session, wait (bounded) for its onset file, run
 `hangwatch attach PID --json --exit-on stalled,crashed,ready --timeout 90 --log LOG` and keep its
@@ -9,6 +9,12 @@ a bundle directory (3 samples), time py-spy (Python-only, --nonblocking, --nativ
 the process group and wait until the GPUs hold no process. Also: NVML timings, the `gpu` pytest
 marks, versions. Writes DIR/summary.json after every scenario and DIR/gpu_fixtures.tar.gz (one
 folder per scenario: bundle/, verdicts.jsonl, expected.json, native/, server.log).
+
+--history DB passes `--history DB` to every attach (`--no-learn` without it: the fixed holds).
+--history-pass first runs `healthy` twice with a fresh history file, then graph-capture and
+spin-kernel with it, and keeps onset -> stalled and the learned budget (the verdict's `eta`) in
+summary.json under "history_pass". Every launch has the same --model-path and --tp-size (1 for
+kv-slow), so that the history's setup key matches.
 
 LAB_GPU_CPU=1 runs the two-rank scenarios on CPU with gloo (no NVML, no GPU) to check the driver.
 """
@@ -36,6 +42,7 @@ PYSPY_TIMINGS = os.environ.get("LAB_PYSPY_TIMINGS", "1") == "1"
 ORDER = ("collective", "dead-rank", "nccl-init", "graph-capture", "spin-kernel", "kv-slow")
 # What each scenario really is (the lab's ground truth, written before anything runs).
 EXPECTED = {
+    "healthy": {"state": "ready"},
     "collective": {"cause": "patch_or_user_code", "state": "stalled", "culprits": ["TP1"]},
     "nccl-init": {"cause": "nccl_init", "state": "stalled"},
     "dead-rank": {"cause": "dead_rank", "state": "stalled"},  # culprit: the killed pid, added at run time
@@ -48,6 +55,8 @@ EXPECTED = {
 # "starting": samples x interval per scenario, with margin over today's holds (15 s, 30 s, 60 s).
 COLLECT_PLAN: dict[str, tuple[int, float]] = {}  # a long collect beside attach; the default 3 samples after it suffice
 T0 = time.monotonic()
+MODEL = "lab/gpu-tiny"  # the same model path on every launch: the history's setup key must match
+HISTORY: Path | None = None  # --history DB: passed to every attach (collect keeps no history)
 
 
 def say(*parts: object) -> None:
@@ -110,6 +119,7 @@ def attach(pid: int, log: Path, onset: float, expected: dict, exit_on: str = "st
     args = ["attach", str(pid), "--json", "--timeout", str(timeout), "--log", str(log)]
     if exit_on:
         args += ["--exit-on", exit_on]
+    args += ["--history", str(HISTORY)] if HISTORY else ["--no-learn"]
     started = time.time()
     proc = subprocess.Popen(hangwatch(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     usage = Usage(proc.pid)
@@ -127,7 +137,7 @@ def attach(pid: int, log: Path, onset: float, expected: dict, exit_on: str = "st
     reader = threading.Thread(target=read, daemon=True)
     reader.start()
     if during is not None:
-        during()
+        during(lines)
     try:
         code = proc.wait(timeout=timeout + 20)
     except subprocess.TimeoutExpired:
@@ -143,7 +153,7 @@ def attach(pid: int, log: Path, onset: float, expected: dict, exit_on: str = "st
         "stderr_tail": stderr[-2000:],
         "first_correct_after_onset_s": round(first_right["arrived"] - onset, 2) if first_right else None,
         "first_correct_after_attach_s": round(first_right["arrived"] - started, 2) if first_right else None,
-        "final": {k: lines[-1]["verdict"].get(k) for k in ("state", "cause", "rule", "ranks", "confidence")} if lines else None,
+        "final": {k: lines[-1]["verdict"].get(k) for k in ("state", "cause", "rule", "ranks", "confidence", "eta")} if lines else None,
         "usage": usage.report(),
     }
 
@@ -243,6 +253,10 @@ def kill_group(launcher: subprocess.Popen, pids: list[int]) -> None:
         pass
 
 
+def launch_args(name: str) -> list[str]:
+    return ["--model-path", MODEL, "--tp-size", "1" if name == "kv-slow" else "2"]
+
+
 def scenario(name: str, index: int, work: Path) -> dict:
     sdir = work / name
     shutil.rmtree(sdir, ignore_errors=True)
@@ -253,9 +267,12 @@ def scenario(name: str, index: int, work: Path) -> dict:
         p.unlink(missing_ok=True)
     result: dict = {"scenario": name, "expected": dict(EXPECTED[name])}
     t_start = time.time()
+    go = Path(f"/tmp/lab-{name}.go")
+    go.unlink(missing_ok=True)
+    wait = ["--wait-file", str(go)] if name == "healthy" else []
     launcher = subprocess.Popen(
-        [sys.executable, str(HERE / "run.py"), name, "--log", str(log), "--onset-file", str(onset_file),
-         "--port", str(29650 + index), "--hold", "400"],
+        [sys.executable, str(HERE / "run.py"), name, *wait, "--log", str(log), "--onset-file", str(onset_file),
+         "--port", str(29650 + index), "--hold", "400", *launch_args(name)],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True, cwd=ROOT,
     )
     first = launcher.stdout.readline()  # type: ignore[union-attr]
@@ -265,6 +282,23 @@ def scenario(name: str, index: int, work: Path) -> dict:
     result["launcher_pid"], result["rank_pids"] = info["pid"], pids
     if name == "dead-rank":
         result["expected"]["culprits"] = [f"pid {pids[1]}"]
+    if name == "healthy":  # attached from the launch, so that every phase is timed and learned
+        try:
+            def release(lines: list) -> None:  # the ranks start once attach has printed its first verdict
+                deadline = time.monotonic() + 60
+                while not lines and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                go.touch()
+
+            result["attach"] = attach(info["pid"], log, t_start, result["expected"], timeout=120, during=release)
+            result["ready_after_launch_s"] = result["attach"]["first_correct_after_onset_s"]
+            say(name, "attach", result["attach"]["final"], "ready after launch", result["ready_after_launch_s"])
+        finally:
+            kill_group(launcher, pids)
+            if log.exists():
+                shutil.copy(log, sdir / "server.full.log")
+            result["gpus_free_after_kill"] = wait_gpus_free()
+        return result
     onset = wait_onset(onset_file, launcher, 120)
     result["start_to_onset_s"] = round(onset["onset"] - t_start, 2) if onset else None
     say(name, "onset", onset)
@@ -273,11 +307,12 @@ def scenario(name: str, index: int, work: Path) -> dict:
             result["error"] = "no onset within 120 s"
             return result
         t_onset = onset["onset"]
+        result["t_onset"] = t_onset
         if name == "kv-slow":
             time.sleep(1.0)
             bundle = {}
 
-            def collect_mid() -> None:  # while the pool grows: the fixture must show it moving
+            def collect_mid(_lines: list) -> None:  # while the pool grows: the fixture must show it moving
                 time.sleep(12)
                 bundle["res"] = collect(info["pid"], log, sdir)
 
@@ -303,7 +338,7 @@ def scenario(name: str, index: int, work: Path) -> dict:
             steady = attach(info["pid"], log, t_onset, result["expected"], exit_on="", timeout=40)
             result["steady_attach"] = {k: steady[k] for k in ("usage", "final", "exit_code")}
             result["steady_attach"]["states"] = [x["verdict"]["state"] for x in steady["lines"]]
-        if name != "kv-slow" and PYSPY_TIMINGS:
+        if name != "kv-slow" and PYSPY_TIMINGS and HISTORY is None:
             result["pyspy"] = pyspy_timings(labels, sdir / "native")
         with open(sdir / "verdicts.jsonl", "w") as fh:
             for line in result["attach"]["lines"]:
@@ -314,15 +349,48 @@ def scenario(name: str, index: int, work: Path) -> dict:
         kill_group(launcher, pids)
         if log.exists():
             shutil.copy(log, sdir / "server.full.log")
-        freed = None
-        for _ in range(60):
-            left = gpu_processes()
-            if not left:
-                freed = True
-                break
-            time.sleep(0.5)
-        result["gpus_free_after_kill"] = freed if freed else gpu_processes()
+        result["gpus_free_after_kill"] = wait_gpus_free()
     return result
+
+
+def wait_gpus_free() -> bool | list[str]:
+    for _ in range(60):
+        if not gpu_processes():
+            return True
+        time.sleep(0.5)
+    return gpu_processes()
+
+
+def learned_starts(db: Path) -> list[dict]:
+    import sqlite3
+
+    with sqlite3.connect(db) as con:
+        con.row_factory = sqlite3.Row
+        return [dict(row) for row in con.execute("SELECT * FROM starts ORDER BY id")]
+
+
+def history_pass(work: Path) -> dict:
+    """healthy twice with --history (the learned phase budgets), then graph-capture and
+    spin-kernel with that history: onset -> stalled, and the budget the verdict used (eta)."""
+    global HISTORY
+    db = work.parent / "history.sqlite"
+    db.unlink(missing_ok=True)
+    HISTORY = db
+    out: dict = {"db": str(db), "runs": {}}
+    try:
+        names = ("healthy", "healthy", "graph-capture") + (() if CPU else ("spin-kernel",))  # CuPy: GPU only
+        for index, name in enumerate(names):
+            label = f"{name}-{index}" if name == "healthy" else name
+            res = scenario(name, 50 + index, work / "history")
+            res["verdicts"] = [{"t_after_onset_s": round(x["arrived"] - (res.get("t_onset") or 0), 2), **x["verdict"]}
+                               for x in res.get("attach", {}).get("lines", [])] if res.get("t_onset") else None
+            out["runs"][label] = res
+            out["starts"] = learned_starts(db) if db.exists() else []
+            say("history", label, (res.get("attach") or {}).get("final"),
+                "onset->verdict", (res.get("attach") or {}).get("first_correct_after_onset_s"))
+    finally:
+        HISTORY = None
+    return out
 
 
 def collect(pid: int, log: Path, sdir: Path, samples: int = 3, interval: float = 1.0) -> dict:
@@ -364,6 +432,9 @@ def main() -> int:
     parser.add_argument("--scenarios", default=",".join(ORDER))
     parser.add_argument("--deadline", type=float, default=520.0, help="start no scenario after this many seconds")
     parser.add_argument("--pytest", action="store_true", help="also run the NVML tests marked gpu")
+    parser.add_argument("--history-pass", action="store_true",
+                        help="first: healthy twice with --history, then graph-capture and spin-kernel with it")
+    parser.add_argument("--history", type=Path, help="pass --history DB to every attach of the scenarios")
     args = parser.parse_args()
     out = args.out
     work = out / "work"
@@ -375,7 +446,16 @@ def main() -> int:
                    "-p", "no:cacheprovider"], timeout=120, cwd=ROOT)
         summary["pytest_gpu"] = {"exit_code": res.returncode, "tail": (res.stdout + res.stderr)[-3000:]}
         say("pytest", res.returncode, res.stdout[-300:])
-    budget = {"kv-slow": 80, "collective": 110, "graph-capture": 110, "spin-kernel": 70}
+    if args.history_pass:
+        try:
+            summary["history_pass"] = history_pass(work)
+        except Exception as exc:
+            summary["history_pass"] = {"error": repr(exc)}
+            say("history pass error", repr(exc))
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+    global HISTORY
+    HISTORY = args.history
+    budget = {"healthy": 60, "kv-slow": 80, "collective": 110, "graph-capture": 110, "spin-kernel": 70}
     for index, name in enumerate(args.scenarios.split(",")):
         left = args.deadline - (time.monotonic() - T0)
         if left < budget.get(name, 55):

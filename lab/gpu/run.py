@@ -13,6 +13,8 @@ engine/user split of the stacks are SGLang's while the blocking calls are real. 
 SGLang: it is torch.distributed + NCCL + CUDA (+ a CuPy kernel) with SGLang's titles and markers.
 
 Scenarios (two ranks unless said):
+  healthy       NCCL group, 4 GiB weights, a KV pool, the sampler warm-up kernel run to completion,
+                real CUDA graphs (matmuls + all-reduce) for 8 batch sizes, then the ready line.
   collective    NCCL group formed, 20 GiB "weights" per GPU; rank 1's user hook (user_hooks.py)
                 never returns, so it skips the all-reduce rank 0 waits in (torch.cuda.synchronize,
                 GPU 0 at 100 %).
@@ -21,8 +23,8 @@ Scenarios (two ranks unless said):
   dead-rank     the group forms, then rank 1 is SIGKILLed; rank 0 waits in the next all-reduce.
   kv-slow       one rank builds a 90 GiB pool, 1 GiB every 0.5 s, silent in the log, then prints
                 the ready line: slow but healthy.
-  spin-kernel   one rank launches a kernel that spins on a device flag nobody sets (the sampler
-                warm-up), then synchronizes: GPU at 100 %, no collective.
+  spin-kernel   each rank launches a kernel that spins on a device flag nobody sets (the sampler
+                warm-up), then synchronizes: GPUs at 100 %, no collective.
   graph-capture both ranks in capture_one_batch_size; rank 1 runs its first eager warm-up without
                 the pre-capture barrier, so its all-reduce waits on the GPU for rank 0, which waits
                 in the barrier (gloo) for rank 1.
@@ -46,8 +48,8 @@ for _path in (HERE, HERE / "engine" / "sglang" / "srt"):  # user_hooks, lab_sche
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-SCENARIOS = ("collective", "nccl-init", "dead-rank", "kv-slow", "spin-kernel", "graph-capture")
-SINGLE_RANK = ("kv-slow", "spin-kernel")
+SCENARIOS = ("healthy", "collective", "nccl-init", "dead-rank", "kv-slow", "spin-kernel", "graph-capture")
+SINGLE_RANK = ("kv-slow",)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--onset-file")
     parser.add_argument("--port", type=int, default=29650, help="TCPStore port of the rendezvous")
     parser.add_argument("--hold", type=float, default=600.0, help="seconds to stay up")
+    # Not used by the lab: they are on its command line so that hangwatch's setup key (engine,
+    # version, model, tp, GPU model) is the same for every two-rank scenario, as a real server's is.
+    parser.add_argument("--wait-file", help="ranks start their work once this file exists (a watcher is attached)")
+    parser.add_argument("--model-path", default="lab/gpu-tiny")
+    parser.add_argument("--tp-size", type=int, default=2)
     args = parser.parse_args(argv)
     for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(key, value)
@@ -69,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     for rank in range(world):
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=run_scheduler_process,
-                           args=(args.scenario, rank, world, args.port, args.log, args.onset_file, writer))
+                           args=(args.scenario, rank, world, args.port, args.log, args.onset_file, writer, args.wait_file))
         proc.start()
         writer.close()  # the rank holds the only write end: its death reads as EOF
         readers.append(reader)

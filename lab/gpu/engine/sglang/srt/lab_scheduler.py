@@ -142,15 +142,17 @@ extern "C" __global__ void spin_until_set(volatile int *flag) {
 """
 
 
-def _dummy_sampler_run(r: Rank) -> None:
+def _dummy_sampler_run(r: Rank, *, hang: bool = True) -> None:
     """The sampler's warm-up forward; its kernel spins on a device flag nobody sets (the shape of
-    an architecture-specific sampling-kernel hang), and the host waits for it in synchronize."""
+    an architecture-specific sampling-kernel hang), and the host waits for it in synchronize.
+    `hang=False`: the flag is set before the launch, so the same kernel returns at once."""
     import cupy
 
-    flag = cupy.zeros(1, dtype=cupy.int32)
+    flag = cupy.zeros(1, dtype=cupy.int32) if hang else cupy.ones(1, dtype=cupy.int32)
     kernel = cupy.RawKernel(SPIN_SRC, "spin_until_set")
     kernel((1,), (1,), (flag,))
-    r.mark("spin kernel launched; host synchronizes")
+    if hang and r.rank == 0:
+        r.mark("spin kernel launched; host synchronizes")
     r.synchronize()
 
 
@@ -182,7 +184,66 @@ def capture_one_batch_size(r: Rank, bs: int) -> None:
     del y
 
 
+def capture_healthy(r: Rank, batch_sizes: tuple[int, ...], layers: int = 8, hidden: int = 4096) -> list:
+    """SGLang's CudaGraphRunner done right: per shape, two eager warm-ups each after a synchronize
+    and the pre-capture barrier, then a real CUDA graph of `layers` matmuls + the TP all-reduce
+    (NCCL inside the graph), replayed once. Logs SGLang's per-shape capture line."""
+    torch = r.torch
+    dtype = torch.float32 if CPU else torch.bfloat16  # gloo: no bf16 all-reduce
+    hidden = 128 if CPU else hidden
+    weight = torch.randn(hidden, hidden, device=r.device, dtype=dtype) / hidden**0.5
+    graphs = []
+
+    def forward(x):
+        for _ in range(layers):
+            x = x @ weight
+        r.dist.all_reduce(x)
+        return x
+
+    for bs in batch_sizes:
+        r.log.info("Capture cuda graph bs [%d]", bs)
+        x = torch.randn(bs * 64, hidden, device=r.device, dtype=dtype)
+        if CPU:  # gloo on CPU: the warm-ups and barriers only, no graph
+            r.dist.barrier(group=r.cpu_group)
+            forward(x)
+            continue
+        for _ in range(2):
+            r.synchronize()
+            r.dist.barrier(group=r.cpu_group)
+            forward(x)
+        r.synchronize()
+        r.dist.barrier(group=r.cpu_group)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = forward(x)
+        graph.replay()
+        r.synchronize()
+        graphs.append((graph, x, y))
+    return graphs
+
+
 # ---------------------------------------------------------------- scenarios
+
+
+def scenario_healthy(r: Rank) -> None:
+    """A start that works: NCCL group, small weights, a KV pool, the sampler warm-up kernel run to
+    completion, real CUDA graphs for a few shapes, then the ready line (fills hangwatch's history)."""
+    init_distributed_environment(r)
+    weights = load_model(r, 4)
+    r.log.info("KV Cache is allocated. #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
+    pool = [r.alloc_gib(1) for _ in range(2)]
+    if not CPU:
+        _dummy_sampler_run(r, hang=False)
+    r.log.info("Memory pool end. avail mem=%.2f GB", r.free_gib())
+    r.log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", r.free_gib())
+    t = time.time()
+    graphs = capture_healthy(r, (1, 2, 4, 8, *range(16, 257, 8)))  # SGLang's default shapes
+    r.log.info("Capture cuda graph end. Time elapsed: %.2f s. mem usage=0.10 GB. avail mem=%.2f GB.",
+               time.time() - t, r.free_gib())
+    r.log.info("max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384")
+    if r.rank == 0:
+        r.log.info("The server is fired up and ready to roll!")
+    r.healthy_keep = (weights, pool, graphs)  # type: ignore[attr-defined]  # held while the server runs
 
 
 def scenario_collective(r: Rank) -> None:
@@ -229,6 +290,7 @@ def scenario_kv_slow(r: Rank) -> None:
 
 
 def scenario_spin_kernel(r: Rank) -> None:
+    """Both ranks' sampler warm-up kernel spins (an architecture's kernel bug hits every rank)."""
     weights = load_model(r, 4)
     r.log.info("KV Cache is allocated. #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
     _dummy_sampler_run(r)
@@ -247,6 +309,7 @@ def scenario_graph_capture(r: Rank) -> None:
 
 
 SCENARIOS = {
+    "healthy": scenario_healthy,
     "collective": scenario_collective,
     "nccl-init": scenario_nccl_init,
     "dead-rank": scenario_dead_rank,
@@ -254,11 +317,11 @@ SCENARIOS = {
     "spin-kernel": scenario_spin_kernel,
     "graph-capture": scenario_graph_capture,
 }
-SINGLE_RANK = ("kv-slow", "spin-kernel")
+SINGLE_RANK = ("kv-slow",)
 
 
 def run_scheduler_process(scenario: str, rank: int, world: int, port: int, log_path: str,
-                          onset: str | None, ready_writer) -> None:
+                          onset: str | None, ready_writer, wait_file: str | None = None) -> None:
     """A scheduler process: log to the server log, take the title, run the scenario, then report
     ready to the launcher (which none of the hanging scenarios reaches)."""
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # multicast off: it can wedge the shared host's GPUs
@@ -268,6 +331,8 @@ def run_scheduler_process(scenario: str, rank: int, world: int, port: int, log_p
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     _title(rank, world)
+    while wait_file and not os.path.exists(wait_file):  # hangwatch attached first: it times every phase
+        time.sleep(0.05)
     SCENARIOS[scenario](Rank(rank, world, port, onset))
     ready_writer.send({"status": "ready", "rank": rank})
     while True:  # the event loop of a ready scheduler
