@@ -11,6 +11,7 @@ from hangwatch.classify.classifier import (
 from hangwatch.classify.conditions import AtomResult
 from hangwatch.classify.context import Context
 from hangwatch.classify.loader import RULES_DIR, load_rules
+from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.rule import Rule
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "Context",
     "Match",
     "Rule",
+    "ScanMemo",
     "classify",
     "load_rules",
     "match_rule",

@@ -15,6 +15,7 @@ from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
 from hangwatch.classify.differential import candidates_for, cites, failure_tier
 from hangwatch.classify.ending import fatal_ending, fatal_signal
+from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
@@ -330,10 +331,13 @@ def classify(
     rules: Sequence[Rule],
     now: float | None = None,
     budgets: Mapping[Phase, float] | None = None,
+    memo: ScanMemo | None = None,
 ) -> Verdict:
     """Decide the verdict for `evidence`. `now` is accepted for callers that replay a history;
-    evidence already carries its times relative to the observation (`since_last_progress_s`)."""
-    ctx = Context(with_pasted(evidence))
+    evidence already carries its times relative to the observation (`since_last_progress_s`).
+    `memo` is the caller's cache for classifying one growing log tick after tick (the watcher
+    keeps one per server): it saves work, never changes the verdict; None keeps nothing."""
+    ctx = Context(with_pasted(evidence), memo)
     ranked = rank_matches(m for rule in rules if (m := match_rule(rule, ctx)) is not None)
     if is_crashed(ctx):
         return _crashed(ctx, ranked)

@@ -14,6 +14,7 @@ from functools import cached_property
 from typing import Any
 
 from hangwatch.classify import logscan
+from hangwatch.classify.memo import ScanMemo
 from hangwatch.engines import MAIN, flag_aliases, get_engine, rank_positions, rank_roles, ready_seen, server_port
 from hangwatch.model import (
     Evidence,
@@ -120,10 +121,12 @@ def exit_roles(procs: tuple[ProcessRecord, ...]) -> dict[int, str]:
 
 
 class Context:
-    """The evidence plus views derived from it; build one per classify call."""
+    """The evidence plus views derived from it; build one per classify call. `memo`, the caller's
+    (see classify.memo), only saves work across calls: the views are the same without it."""
 
-    def __init__(self, evidence: Evidence):
+    def __init__(self, evidence: Evidence, memo: ScanMemo | None = None):
         self.evidence = evidence
+        self.memo = memo
         self._hits: dict[re.Pattern[str], list[LogLine]] = {}
 
     # ------------------------------------------------------------ basics
@@ -159,7 +162,7 @@ class Context:
 
     @cached_property
     def _chunks(self) -> list[logscan.Chunk]:
-        return logscan.chunks(self.evidence.log)
+        return logscan.chunks(self.evidence.log, self.memo.chunks if self.memo is not None else None)
 
     def log_hits(self, pattern: re.Pattern[str]) -> list[LogLine]:
         """Lines where `pattern` matches, in log order (see `logscan` for why not a plain loop)."""
@@ -170,7 +173,7 @@ class Context:
     @cached_property
     def failures(self) -> tuple[Failure, ...]:
         """The log's failures in order, one marked `root` (the first that is not a consequence)."""
-        return read_failures(self.evidence.log)
+        return read_failures(self.evidence.log, self.memo.failures if self.memo is not None else None)
 
     @cached_property
     def root_failure(self) -> Failure | None:

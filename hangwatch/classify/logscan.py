@@ -3,9 +3,10 @@
 Python's `re` costs about 0.1 s per pattern on a 20 000-line log, and the rules hold some 70
 log patterns. The log is split into chunks aligned on line numbers; each chunk is searched as
 one string (one C-level scan instead of a Python loop per line) and its hits are memoised.
-The live history hands the same `LogLine` objects to every tick, so only the chunk that grew is
-searched again. A memo entry is reused only when it holds the very same line objects, so a
-different log (another bundle) never sees another's results: this stays a pure function.
+The live history hands the same `LogLine` objects to every tick, so with a `ChunkMemo` (the
+caller's: the watcher keeps one per watched server) only the chunk that grew is searched again.
+A memo entry is reused only when it holds the very same line objects, so a different log (another
+bundle) never sees another's results; without a memo nothing outlives the call.
 """
 
 from __future__ import annotations
@@ -39,8 +40,15 @@ class Chunk:
 
 
 Key = tuple[object, ...]
-_memo: OrderedDict[Key, Chunk] = OrderedDict()
-_lock = threading.Lock()  # the API may classify while the watch loop does
+
+
+class ChunkMemo:
+    """The chunks (and their hits) of the log one caller classifies tick after tick."""
+
+    def __init__(self, max_chunks: int = MAX_CHUNKS) -> None:
+        self.max_chunks = max_chunks
+        self.entries: OrderedDict[Key, Chunk] = OrderedDict()
+        self.lock = threading.Lock()  # a caller may share it between threads
 
 
 def _new_chunk(lines: tuple[LogLine, ...], before: Chunk | None = None, within: Chunk | None = None) -> Chunk:
@@ -56,40 +64,44 @@ def _same(a: Sequence[LogLine], b: Sequence[LogLine]) -> bool:
     return len(a) == len(b) and all(map(operator.is_, a, b))
 
 
-def _chunk(lines: tuple[LogLine, ...]) -> Chunk:
+def _chunk(lines: tuple[LogLine, ...], memo: ChunkMemo) -> Chunk:
     """The memoised chunk of `lines`. A tick of the live loop changes a chunk at either end only:
     the newest grows (only its new lines are searched) and the oldest loses lines as the window
     of the newest lines slides (its hits are the larger chunk's, filtered): probe L8."""
     key: Key = (id(lines[0]), id(lines[-1]), len(lines))
-    with _lock:
-        found = _memo.get(key)
+    entries = memo.entries
+    with memo.lock:
+        found = entries.get(key)
         if found is not None and _same(found.lines, lines):
-            _memo.move_to_end(key)
+            entries.move_to_end(key)
             return found
-        within = _memo.get(("end", id(lines[-1])))
+        within = entries.get(("end", id(lines[-1])))
         if within is not None and not (len(within.lines) > len(lines) and _same(within.lines[-len(lines):], lines)):
             within = None
-        before = _memo.get(("start", id(lines[0]))) if within is None else None
+        before = entries.get(("start", id(lines[0]))) if within is None else None
         if before is not None and not (len(before.lines) < len(lines) and _same(before.lines, lines[: len(before.lines)])):
             before = None
-        chunk = _memo[key] = _new_chunk(lines, before, within)
+        chunk = entries[key] = _new_chunk(lines, before, within)
         if within is None:
-            _memo[("end", id(lines[-1]))] = chunk
-            _memo[("start", id(lines[0]))] = chunk
-        while len(_memo) > MAX_CHUNKS:
-            _memo.popitem(last=False)
+            entries[("end", id(lines[-1]))] = chunk
+            entries[("start", id(lines[0]))] = chunk
+        while len(entries) > memo.max_chunks:
+            entries.popitem(last=False)
     return chunk
 
 
-def chunks(log: Sequence[LogLine]) -> list[Chunk]:
-    """The log in runs of lines whose numbers share `lineno // CHUNK_LINES`."""
+def chunks(log: Sequence[LogLine], memo: ChunkMemo | None = None) -> list[Chunk]:
+    """The log in runs of lines whose numbers share `lineno // CHUNK_LINES`; with `memo`, the
+    chunks (and hits) of earlier calls on the same line objects are reused."""
     runs: list[list[LogLine]] = []
     for line in log:
         if runs and runs[-1][-1].lineno // CHUNK_LINES == line.lineno // CHUNK_LINES:
             runs[-1].append(line)
         else:
             runs.append([line])
-    return [_chunk(tuple(run)) for run in runs]
+    if memo is None:
+        return [_new_chunk(tuple(run)) for run in runs]
+    return [_chunk(tuple(run), memo) for run in runs]
 
 
 @functools.lru_cache(maxsize=1024)

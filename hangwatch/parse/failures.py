@@ -7,9 +7,10 @@ or "The above exception was the direct cause"), a C++ `terminate called after th
 (`SIGBUS`, `Caught signal 7`), an errno (`EADDRINUSE`, `[Errno 98]`), and then the launcher's
 consequences: "child failed", "died unexpectedly", SIGQUIT, the tree killed.
 
-`read_failures(lines)` is pure: it turns cleaned `LogLine`s (prefix already split off into
+`read_failures(lines, memo)` is pure: it turns cleaned `LogLine`s (prefix already split off into
 `message`) into `Failure`s in log order and marks one of them the root: the earliest failure
 that is not itself a consequence (a consequence only says that something else failed first).
+A `FailureMemo`, owned by the caller that reads one growing log tick after tick, only saves work.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dataclasses import dataclass, field, replace
 from hangwatch.model import LogLine
 from hangwatch.parse.frames import engine_packages
 
-__all__ = ["Failure", "TraceFrame", "cuda_error", "errno_family", "read_failures", "root_of", "signal_of"]
+__all__ = ["Failure", "FailureMemo", "TraceFrame", "cuda_error", "errno_family", "read_failures", "root_of", "signal_of"]
 
 
 @dataclass(frozen=True)
@@ -441,19 +442,10 @@ class _ReadState:
                           {k: list(v) for k, v in self.pending_chain.items()})  # fmt: skip
 
 
-# The live loop hands every tick the same log plus what was appended: reading resumes where the
-# last read stopped, so a tick costs the new lines, not the whole log (probe L8: 5 000 long lines
-# cut a loaded host's watch loop to 0.15 ticks/s). Reused only for the very same line objects.
-_resume: tuple[tuple[LogLine, ...], _ReadState] | None = None
-_resume_lock = threading.Lock()
-
-
-def _read(lines: Sequence[LogLine]) -> list[Failure]:
-    global _resume
+def _read(lines: Sequence[LogLine], memo: FailureMemo | None) -> list[Failure]:
     lines = tuple(lines)
     start, state = 0, _ReadState()
-    with _resume_lock:
-        saved = _resume
+    saved = memo.resumed() if memo is not None else None
     if saved is not None and saved[0] and lines:
         done, at = saved
         # The live window slides (the newest 5 000 lines): lines may have left its front since.
@@ -465,15 +457,15 @@ def _read(lines: Sequence[LogLine]) -> list[Failure]:
                 state.out = [f for f in state.out if f.lineno >= lines[0].lineno]
     # The state is kept one line short of the end: the last line may be an unterminated one
     # (a tqdm bar) parsed afresh next tick, which must not stop the next read resuming.
-    _advance(lines, start, len(lines) - 1, state)
-    with _resume_lock:
-        _resume = (lines[:-1], state.copy())
-    _advance(lines, max(start, len(lines) - 1), len(lines), state)
+    _advance(lines, start, len(lines) - 1, state, memo)
+    if memo is not None:
+        memo.keep(lines[:-1], state.copy())
+    _advance(lines, max(start, len(lines) - 1), len(lines), state, memo)
     out = state.out + [_close(t, None, None) for t in state.open_traces.values() if not t.closed]
     return sorted(out, key=lambda f: f.lineno)
 
 
-def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState) -> None:
+def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState, memo: FailureMemo | None) -> None:
     """Read lines[start:end] on from `state` (which it updates)."""
     if end <= start:
         return
@@ -526,7 +518,7 @@ def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState
                               lines=(*prev.lines, line.lineno), locations=_locations(m["msg"]) or prev.locations,
                               cuda=prev.cuda or cuda_error(m["msg"]), errno=prev.errno or errno_family(m["msg"]))  # fmt: skip
             continue
-        single = _single_memo(line, body) if index in maybe else None
+        single = (memo.single(line, body) if memo is not None else _single(line, body)) if index in maybe else None
         if single is not None:
             out.append(single)
     state.latest = latest
@@ -600,28 +592,48 @@ def _is_timeout(failure: Failure, allowed: tuple[str, ...]) -> bool:
 
 
 _MEMO_LINES = 100_000
-_memo: OrderedDict[int, tuple[LogLine, Failure | None]] = OrderedDict()
-_memo_lock = threading.Lock()
 
 
-def _single_memo(line: LogLine, body: str) -> Failure | None:
-    """`_single`, once per line object: the live loop hands the same lines to every tick, and a
-    few thousand long lines cost seconds per tick without it (probe L8). Keyed by identity, checked
-    by identity, so another log never sees this one's results."""
-    with _memo_lock:
-        hit = _memo.get(id(line))
-        if hit is not None and hit[0] is line:
-            return hit[1]
-    result = _single(line, body)
-    with _memo_lock:
-        _memo[id(line)] = (line, result)
-        while len(_memo) > _MEMO_LINES:
-            _memo.popitem(last=False)
-    return result
+class FailureMemo:
+    """What one caller keeps between reads of one growing log, so a tick costs the new lines only.
+
+    The live loop hands every tick the same log plus what was appended: reading resumes where the
+    last read stopped (probe L8: 5 000 long lines cut a loaded host's watch loop to 0.15 ticks/s),
+    and each line's `_single` is worked out once per line object. Both are reused only for the very
+    same line objects, so a memo handed another log gives what a fresh read gives. The caller owns
+    it (the watcher, one per watched server); `read_failures` without one keeps nothing."""
+
+    def __init__(self, max_lines: int = _MEMO_LINES) -> None:
+        self.max_lines = max_lines
+        self._resume: tuple[tuple[LogLine, ...], _ReadState] | None = None
+        self._singles: OrderedDict[int, tuple[LogLine, Failure | None]] = OrderedDict()
+        self._lock = threading.Lock()  # a caller may share it between threads
+
+    def resumed(self) -> tuple[tuple[LogLine, ...], _ReadState] | None:
+        with self._lock:
+            return self._resume
+
+    def keep(self, done: tuple[LogLine, ...], state: _ReadState) -> None:
+        with self._lock:
+            self._resume = (done, state)
+
+    def single(self, line: LogLine, body: str) -> Failure | None:
+        """`_single`, once per line object: keyed by identity, checked by identity."""
+        with self._lock:
+            hit = self._singles.get(id(line))
+            if hit is not None and hit[0] is line:
+                return hit[1]
+        result = _single(line, body)
+        with self._lock:
+            self._singles[id(line)] = (line, result)
+            while len(self._singles) > self.max_lines:
+                self._singles.popitem(last=False)
+        return result
 
 
-def read_failures(lines: Iterable[LogLine]) -> tuple[Failure, ...]:
-    """Every failure the log reports, in log order, each marked `root` or `consequence`."""
-    failures = _merge_duplicates(_read(tuple(lines)))
+def read_failures(lines: Iterable[LogLine], memo: FailureMemo | None = None) -> tuple[Failure, ...]:
+    """Every failure the log reports, in log order, each marked `root` or `consequence`. `memo`
+    (the caller's, kept across its reads of one growing log) only saves work: same result without."""
+    failures = _merge_duplicates(_read(tuple(lines), memo))
     root = root_of(failures)
     return tuple(replace(f, role="root" if f is root else "consequence") for f in failures)

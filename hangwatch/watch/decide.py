@@ -1,6 +1,6 @@
 """From one tick's `Observation` to the published verdict: classify, then the live layers.
 
-    raw = classify(evidence, rules)       the rules, with their holds (cut short by a learned
+    raw = classify(evidence, rules, memo) the rules, with their holds (cut short by a learned
                                           budget, or dropped for a deadlock: see below)
     + blocker                             the end of the wait-for chain (classify.waitfor)
     -> EpisodeTracker                     no flapping: stalled until real progress (episodes.py)
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hangwatch.classify import classify
+from hangwatch.classify import ScanMemo, classify
 from hangwatch.classify.waitfor import final_blocker
 from hangwatch.model import Blocker, Evidence, Fact, Phase, Source, State, Verdict
 from hangwatch.watch.budgets import BudgetPolicy, PastStart, Position, budgets, eta
@@ -35,10 +35,11 @@ class Decision:
 
 
 class Decider:
-    """The watcher's verdict pipeline; keeps the episode state, nothing else."""
+    """The watcher's verdict pipeline; keeps the episode state and the watcher's log caches
+    (`memo`: they save work from tick to tick, never change a verdict), nothing else."""
 
     def __init__(self, rules: Sequence[Any], min_hold_s: float, policy: BudgetPolicy | None = None,
-                 episodes: EpisodeTracker | None = None) -> None:
+                 episodes: EpisodeTracker | None = None, memo: ScanMemo | None = None) -> None:
         self.rules = list(rules)
         self._immediate = {r.id for r in rules if r.immediate} | {"wait-for-graph"}
         self._no_hold = cut_holds(rules, 0.0)
@@ -46,6 +47,7 @@ class Decider:
         self.min_hold_s = min_hold_s
         self.policy = policy or BudgetPolicy()
         self.episodes = episodes or EpisodeTracker()
+        self.memo = memo
 
     def decide(self, evidence: Evidence, *, t: float, wall: float, motion: Iterable[Motion],
                wait_since: Mapping[str, float], steady: Mapping[str, int], past: Sequence[PastStart],
@@ -55,7 +57,7 @@ class Decider:
         learned = budgets(past, self.policy)
         early = _early(blocker, steady, learned, where, evidence.since_last_progress_s, self.min_hold_s)
         rules = {"deadlock": self._no_hold, "budget": self._short_hold}.get(early or "", self.rules)
-        raw = classify(evidence, rules, now=wall, budgets=learned)
+        raw = classify(evidence, rules, now=wall, budgets=learned, memo=self.memo)
         if early == "deadlock" and raw.state not in (State.STALLED, State.CRASHED) and blocker is not None:
             raw = _deadlock_verdict(raw, blocker)
         if self.episodes.episode is None and self._unseen_quiet(raw, t, stacks_at):

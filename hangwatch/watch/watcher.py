@@ -24,6 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.stacktree import merge_stacks
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
@@ -107,7 +108,9 @@ class Watcher:
         self.transitions = VerdictChanges()
         self.view = StaticView(server_name(server), started_at=self.started_wall)
         self._book = book if config.learn else None
-        self._decider = Decider(self.rules, config.min_hold_s, config.budget_policy)
+        # this server's log caches, so a tick classifies only the lines that arrived (classify.memo)
+        self.scan_memo = ScanMemo()
+        self._decider = Decider(self.rules, config.min_hold_s, config.budget_policy, memo=self.scan_memo)
         self._server_info = server_info(server)
         self._procs: list[ProcessRecord] = []
         self._snapshot: progress.Snapshot | None = None

@@ -8,6 +8,7 @@ import pytest
 
 from hangwatch.classify import logscan
 from hangwatch.classify.context import Context
+from hangwatch.classify.memo import ScanMemo
 from hangwatch.model import Evidence, LogLine
 from helpers.classify_builders import logs
 
@@ -34,16 +35,19 @@ def test_memo_is_per_line_objects_not_line_numbers() -> None:
     pattern = re.compile("marker")
     first = logs("marker here", "nothing")
     second = logs("nothing", "marker there")  # same line numbers, other lines
-    assert Context(Evidence(log=first)).log_hits(pattern) == [first[0]]
-    assert Context(Evidence(log=second)).log_hits(pattern) == [second[1]]
+    memo = ScanMemo()
+    assert Context(Evidence(log=first), memo).log_hits(pattern) == [first[0]]
+    assert Context(Evidence(log=second), memo).log_hits(pattern) == [second[1]]
 
 
 def test_chunks_follow_line_numbers_so_a_sliding_window_reuses_them() -> None:
     window = LINES[300:900]
     shifted = LINES[301:901]
-    before, after = logscan.chunks(window), logscan.chunks(shifted)
+    memo = logscan.ChunkMemo()
+    before, after = logscan.chunks(window, memo), logscan.chunks(shifted, memo)
     assert [c.lines[0].lineno for c in before] == [301, 512, 768]
     assert after[1] is before[1]
+    assert logscan.chunks(shifted)[1] is not after[1], "chunks without a memo came from one"
 
 
 def test_a_pattern_that_can_match_a_newline_searches_one_line_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -67,12 +71,17 @@ def test_a_tick_searches_only_the_lines_that_arrived(monkeypatch: pytest.MonkeyP
     body = ", ".join(f"field_{i}={i * 7}" for i in range(150))
     log = logs(*[f"server_args=ServerArgs({body}) {'Load weight begin.' if i % 97 == 0 else ''}" for i in range(3000)])
     pattern = re.compile(r"Load weight")
-    Context(Evidence(log=log[:1000])).log_hits(pattern)
+    memo = ScanMemo()
+    Context(Evidence(log=log[:1000]), memo).log_hits(pattern)
     scanned: list[int] = []
     real = logscan._scan
     monkeypatch.setattr(logscan, "_scan", lambda chunk, p: scanned.append(len(chunk.own)) or real(chunk, p))
     for end in range(1100, 3001, 100):
         scanned.clear()
         window = log[end - 1000 : end]
-        assert Context(Evidence(log=window)).log_hits(pattern) == _per_line(pattern, window)
+        assert Context(Evidence(log=window), memo).log_hits(pattern) == _per_line(pattern, window)
         assert sum(scanned) <= 100, f"searched {sum(scanned)} lines for 100 new ones"
+    scanned.clear()
+    window = log[2000:3000]
+    assert Context(Evidence(log=window)).log_hits(pattern) == _per_line(pattern, window)
+    assert sum(scanned) == 1000, "a search without a memo reused an earlier call's"
