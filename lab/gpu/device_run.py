@@ -57,6 +57,7 @@ COLLECT_PLAN: dict[str, tuple[int, float]] = {}  # a long collect beside attach;
 T0 = time.monotonic()
 MODEL = "lab/gpu-tiny"  # the same model path on every launch: the history's setup key must match
 HISTORY: Path | None = None  # --history DB: passed to every attach (collect keeps no history)
+WATCH_S: float | None = None  # --history-watch S: history-pass hangs watched S s past stalled (the cause refined)
 
 
 def say(*parts: object) -> None:
@@ -330,7 +331,11 @@ def scenario(name: str, index: int, work: Path) -> dict:
             side.join(120)
             result["collect"] = bundle.get("res")
         else:
-            result["attach"] = attach(info["pid"], log, t_onset, result["expected"], timeout=90)
+            if HISTORY is not None and WATCH_S:
+                result["attach"] = attach(info["pid"], log, t_onset, result["expected"], exit_on="crashed,ready",
+                                          timeout=WATCH_S)
+            else:
+                result["attach"] = attach(info["pid"], log, t_onset, result["expected"], timeout=90)
             result["collect"] = collect(info["pid"], log, sdir)
         say(name, "attach", result["attach"]["final"], "first correct after onset",
             result["attach"]["first_correct_after_onset_s"])
@@ -434,8 +439,11 @@ def main() -> int:
     parser.add_argument("--pytest", action="store_true", help="also run the NVML tests marked gpu")
     parser.add_argument("--history-pass", action="store_true",
                         help="first: healthy twice with --history, then graph-capture and spin-kernel with it")
+    parser.add_argument("--history-watch", type=float,
+                        help="in the history pass, watch each hang this many seconds instead of exiting at stalled")
     parser.add_argument("--history", type=Path, help="pass --history DB to every attach of the scenarios")
     args = parser.parse_args()
+    global HISTORY, WATCH_S
     out = args.out
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)
@@ -446,6 +454,7 @@ def main() -> int:
                    "-p", "no:cacheprovider"], timeout=120, cwd=ROOT)
         summary["pytest_gpu"] = {"exit_code": res.returncode, "tail": (res.stdout + res.stderr)[-3000:]}
         say("pytest", res.returncode, res.stdout[-300:])
+    WATCH_S = args.history_watch
     if args.history_pass:
         try:
             summary["history_pass"] = history_pass(work)
@@ -453,7 +462,6 @@ def main() -> int:
             summary["history_pass"] = {"error": repr(exc)}
             say("history pass error", repr(exc))
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
-    global HISTORY
     HISTORY = args.history
     budget = {"healthy": 60, "kv-slow": 80, "collective": 110, "graph-capture": 110, "spin-kernel": 70}
     for index, name in enumerate(args.scenarios.split(",")):
