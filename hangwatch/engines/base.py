@@ -209,6 +209,12 @@ class Engine(abc.ABC):
     flag_aliases: Mapping[str, str] = {}
     port_flag: str = "port"
     default_port: int = 0
+    # a multi-node launch: the number of nodes, this node's rank, and the flags that together name
+    # the rendezvous every node's launcher is given (SGLang's `--dist-init-addr`; vLLM's
+    # `--master-addr` + `--master-port`). Discovery matches peers on this host by them (sources/peers.py).
+    nnodes_flag: str = "nnodes"
+    node_rank_flag: str = "node-rank"
+    rendezvous_flags: tuple[str, ...] = ()
     env_prefixes: tuple[str, ...] = ()  # its environment variables (kept in bundles, redacted)
     # (environment variable, default under $HOME or None) of its own JIT/compile caches
     cache_dirs: tuple[tuple[str, str | None], ...] = ()
@@ -219,6 +225,20 @@ class Engine(abc.ABC):
     log_prefixes: tuple[LogPrefix, ...] = ()
     markers: tuple[Marker, ...] = ()
     log_signals: tuple[re.Pattern[str], ...] = ()
+
+    def rendezvous(self, flags: Mapping[str, str | bool]) -> tuple[str, ...] | None:
+        """(nnodes, rendezvous address parts) when this is one node of a multi-node launch, else None."""
+        nnodes = flags.get(self.nnodes_flag)
+        parts = tuple(flags.get(name) for name in self.rendezvous_flags)
+        if not isinstance(nnodes, str) or not nnodes.isdigit() or int(nnodes) < 2:
+            return None
+        if not parts or not all(isinstance(part, str) and part for part in parts):
+            return None
+        return (nnodes, *(str(part) for part in parts))
+
+    def node_rank(self, flags: Mapping[str, str | bool]) -> str:
+        value = flags.get(self.node_rank_flag)
+        return value if isinstance(value, str) and value else "0"
 
     def server_port(self, flags: Mapping[str, str | bool]) -> int:
         """The HTTP port: the port flag when it is a number, else this engine's default."""

@@ -147,6 +147,7 @@ class SGLang(Engine):
         "model-path": "model",
     }
     default_port = 30000
+    rendezvous_flags = ("dist-init-addr",)
     env_prefixes = ("SGLANG_",)
     cache_dirs = (("SGLANG_CACHE_DIR", ".cache/sglang"),)
     cpu_bind_env = "SGLANG_CPU_OMP_THREADS_BIND"

@@ -139,6 +139,7 @@ class VLLM(Engine):
         "expert-parallel-size": "ep",
     }
     default_port = 8000
+    rendezvous_flags = ("master-addr", "master-port")
     env_prefixes = ("VLLM_",)
     cache_dirs = (("VLLM_CACHE_ROOT", ".cache/vllm"),)
     log_prefixes = (LogPrefix("(", _parse_process), LogPrefix("DIWEC", _parse_body))

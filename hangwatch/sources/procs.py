@@ -15,7 +15,7 @@ import shlex
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -80,9 +80,14 @@ class ProcessSampler:
         self._seen: dict[tuple[int, float | None], _Seen] = {}
         self._dead: OrderedDict[tuple[int, float | None], ProcessRecord] = OrderedDict()
 
-    def sample(self, root_pid: int) -> list[ProcessRecord]:
+    def sample(self, root_pid: int, peers: Sequence[int] = ()) -> list[ProcessRecord]:
+        """`peers`: launchers of the same launch's other node ranks on this host (sources/peers.py);
+        their descendants (the ranks) join the sample, the peer launchers themselves do not, so
+        the watched server keeps one launcher. A peer that is gone adds nothing."""
         with _procfs(self.proc_root):
             procs = _tree(root_pid)
+            known = {proc.pid for proc in procs}
+            procs += [proc for proc in _descendants(peers) if proc.pid not in known]
             now = time.monotonic()
             current = {key: self._record(proc, now) for key, proc in _keyed(procs)}
             self._remember_dead(set(current))
@@ -156,6 +161,16 @@ def _tree(root_pid: int) -> list[psutil.Process]:
     except psutil.Error:
         children = []  # the root exited while we walked; report it alone
     return [root, *children]
+
+
+def _descendants(pids: Sequence[int]) -> list[psutil.Process]:
+    found: list[psutil.Process] = []
+    for pid in pids:
+        try:
+            found += psutil.Process(pid).children(recursive=True)
+        except psutil.Error:
+            continue  # the peer exited or is not ours to read: the watched tree still stands
+    return found
 
 
 def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRecord:

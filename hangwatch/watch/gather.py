@@ -31,6 +31,7 @@ from hangwatch.parse.runtimelog import sniff_format
 from hangwatch.sources.health import HealthProber
 from hangwatch.sources.logfind import LogLocation
 from hangwatch.sources.logreader import LogReader, open_log
+from hangwatch.sources.peers import find_peers
 from hangwatch.sources.ports import read_listening
 from hangwatch.sources.procs import ProcessSampler
 
@@ -40,6 +41,7 @@ __all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_ver
 # "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
+_PEERS_RESCAN_S = 10.0  # a scan reads every process's command line: a few ms, not every tick
 _LOG_BYTES_PER_TICK = 4 << 20  # a flooding log is read in steps (docs/serving.md, Bounds)
 # What a tick costs is the text every rule regex searches: each new line, cut to MAX_TEXT. 5 000
 # lines of 4 KB in one tick took seconds on a loaded host (probe L8); 256 KiB is one logscan chunk.
@@ -137,10 +139,22 @@ class LiveSources:
         self._pyspy_retry_at = 0.0
         self._check_pyspy()
         self._sampler = ProcessSampler(proc_root=config.proc_root)
+        self.peers: tuple[int, ...] = ()
+        self._peers_at = float("-inf")
 
     def read_procs(self) -> list[ProcessRecord]:
         with self._timed("procs"):
-            return self._sampler.sample(self.root_pid)
+            return self._sampler.sample(self.root_pid, self._current_peers())
+
+    def _current_peers(self) -> tuple[int, ...]:
+        """Other node ranks' launchers on this host (sources/peers.py), looked for again every
+        _PEERS_RESCAN_S: a node started after attach joins, one that exited leaves."""
+        now = time.monotonic()
+        if now - self._peers_at >= _PEERS_RESCAN_S:
+            self._peers_at = now
+            self.peers = find_peers(self.root_pid, self._engine_name, getattr(self.server, "cmdline", "") or "",
+                                    proc_root=self.config.proc_root)
+        return self.peers
 
     def _check_pyspy(self) -> None:
         """Say at once, not after the first dump, that stacks cannot be taken."""

@@ -88,6 +88,12 @@ def test_lab_scenario(lab: Any, scenario: str) -> None:
     assert (verdict["state"], verdict["cause"]) == (state, cause), json.dumps(verdict, indent=1)[:3000]
     if ranks is not None:
         assert verdict["ranks"] == ranks
+    if scenario == "tp2-one-rank-loading":
+        # node 1's TP1 (another launcher on this host, same --dist-init-addr) holds TP0 in the
+        # post-load barrier while it reads weights from a FIFO: the final blocker names it
+        blocker = verdict["blocker"]
+        assert blocker is not None and blocker["rank"] == "TP1", json.dumps(verdict, indent=1)[:3000]
+        assert "FIFO" in blocker["waits_on"] or "pipe" in blocker["waits_on"], blocker
 
 
 @pytest.mark.parametrize("scenario", sorted(RECOVERING))
