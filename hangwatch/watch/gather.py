@@ -42,6 +42,7 @@ __all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_ver
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
 _PEERS_RESCAN_S = 10.0  # a scan reads every process's command line: a few ms, not every tick
+_PEERS_FIRST_RESCAN_S = 2.0  # while none is found (only for an --nnodes > 1 launch: else no scan)
 _LOG_BYTES_PER_TICK = 4 << 20  # a flooding log is read in steps (docs/serving.md, Bounds)
 # What a tick costs is the text every rule regex searches: each new line, cut to MAX_TEXT. 5 000
 # lines of 4 KB in one tick took seconds on a loaded host (probe L8); 256 KiB is one logscan chunk.
@@ -150,7 +151,9 @@ class LiveSources:
         """Other node ranks' launchers on this host (sources/peers.py), looked for again every
         _PEERS_RESCAN_S: a node started after attach joins, one that exited leaves."""
         now = time.monotonic()
-        if now - self._peers_at >= _PEERS_RESCAN_S:
+        # none found yet: look again sooner, a node launched beside ours may have been a few ms
+        # behind the first scan, and a rank it starts can die within seconds (lab rank-killed)
+        if now - self._peers_at >= (_PEERS_RESCAN_S if self.peers else _PEERS_FIRST_RESCAN_S):
             self._peers_at = now
             self.peers = find_peers(self.root_pid, self._engine_name, getattr(self.server, "cmdline", "") or "",
                                     proc_root=self.config.proc_root)

@@ -36,7 +36,9 @@ EXPECTED: dict[str, tuple[str, str | None, list[str] | None]] = {
     "two-node-missing": ("stalled", "multinode_rendezvous", None),
     "weights-fifo": ("stalled", "weight_loading_io", None),
     "tp2-one-rank-loading": ("stalled", "weight_loading_io", None),
-    "rank-killed": ("stalled", "multinode_rendezvous", None),  # node 1's rank is not in node 0's tree
+    # node 1's rank is not in node 0's tree, but node 1's launcher is a peer on this host
+    # (sources/peers.py): its SIGKILLed TP1 is seen exiting, and a rank that exited is a crash
+    "rank-killed": ("crashed", "dead_rank", ["TP1"]),
     "hs-dump-patch": ("stalled", "patch_or_user_code", None),
     "port-taken": ("stalled", "port_in_use", None),  # the holder is seen before uvicorn fails to bind
 }
