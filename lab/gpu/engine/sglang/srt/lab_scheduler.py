@@ -148,6 +148,7 @@ def _dummy_sampler_run(r: Rank, *, hang: bool = True) -> None:
     `hang=False`: the flag is set before the launch, so the same kernel returns at once."""
     import cupy
 
+    cupy.cuda.Device(r.torch.cuda.current_device()).use()  # the rank's GPU, as torch's
     flag = cupy.zeros(1, dtype=cupy.int32) if hang else cupy.ones(1, dtype=cupy.int32)
     kernel = cupy.RawKernel(SPIN_SRC, "spin_until_set")
     kernel((1,), (1,), (flag,))
@@ -291,6 +292,8 @@ def scenario_kv_slow(r: Rank) -> None:
 
 def scenario_spin_kernel(r: Rank) -> None:
     """Both ranks' sampler warm-up kernel spins (an architecture's kernel bug hits every rank)."""
+    if not CPU:
+        r.torch.cuda.set_device(r.rank)  # one GPU per rank (no NCCL init here to set it)
     weights = load_model(r, 4)
     r.log.info("KV Cache is allocated. #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
     _dummy_sampler_run(r)
