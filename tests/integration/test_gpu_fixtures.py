@@ -90,7 +90,7 @@ def test_bundle_carries_the_real_nvml_samples(scenario: str) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "busy"),
-    [("collective", {0}), ("dead-rank", {0}), ("graph-capture", {1}), ("spin-kernel", {0}), ("nccl-init", set())],
+    [("collective", {0}), ("dead-rank", {0}), ("graph-capture", {1}), ("spin-kernel", {0, 1}), ("nccl-init", set())],
 )
 def test_gpu_utilisation_shows_which_gpu_spins(scenario: str, busy: set[int]) -> None:
     # a rank waiting in an NCCL kernel or a spinning kernel keeps its GPU at 100 %; a rank in
