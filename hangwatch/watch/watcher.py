@@ -331,7 +331,7 @@ class Watcher:
             log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.raw_tail(),
             transitions=tuple(_record(tr) for tr in self.transitions.items()),
             wait_since={label: round(t - began, 2) for label, began in self._wait_began.items()},
-            endpoint=self.sources.endpoint,
+            endpoint=self.sources.endpoint, preflight=self.config.preflight,
         )  # fmt: skip
 
     def _server_with_engine(self) -> ServerInfo:

@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 
 from hangwatch.classify import RULES_DIR, load_rules
-from hangwatch.model import Origin, State
+from hangwatch.model import Finding, Origin, State
 from hangwatch.watch import WatchConfig, Watcher
 from hangwatch.watch.budgets import PastStart, SetupKey
+from hangwatch.watch.capture import build_evidence
 from hangwatch.watch.observation import Observation
 from helpers.recorded_sources import RecordedSources, frame, proc, server, stack
 
@@ -202,3 +203,14 @@ def test_a_quiet_log_while_the_rank_computes_is_not_called_stalled() -> None:
             src.set_stacks(moving)
         states.append(_tick(watcher, float(t))[1].state)
     assert State.STALLED not in states, states
+
+
+def test_the_preflight_findings_reach_the_classifier_each_tick() -> None:
+    # `hangwatch run` hands the preflight's findings to the watcher: they must be in every
+    # observation and in the evidence the rules read (rules match `preflight.finding`).
+    finding = Finding("preflight-weights-fifo", "weight_loading_io", "critical", "The weights file is a FIFO", (), "Copy the weights")
+    src, _ = _hs_dump_start()
+    watcher = _watcher(src, config={"preflight": (finding,)})
+    observation, _ = _tick(watcher, 0.0)
+    assert observation.preflight == (finding,)
+    assert build_evidence(observation).preflight == (finding,)
