@@ -20,7 +20,7 @@ from hangwatch.errors import SourceUnavailable, TargetError
 from hangwatch.parse.flags import parse_flags
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.logfind import LogLocation, find_log
-from hangwatch.sources.procs import stat_fields
+from hangwatch.sources.procs import parent_pid
 
 __all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
 
@@ -111,8 +111,6 @@ def _launcher(pid: int, cmdline: str, proc_root: str) -> tuple[int, str] | None:
     return _embedding_process(pid, proc_root)
 
 
-
-
 def _rank_engine(pid: int, proc_root: str) -> str | None:
     cmdline = read_cmdline(pid, proc_root=proc_root) or ""
     for engine in engines():
@@ -131,7 +129,7 @@ def _embedding_process(pid: int, proc_root: str) -> tuple[int, str] | None:
     engine = _rank_engine(rank, proc_root)
     current = rank
     for _ in range(_MAX_ANCESTORS):
-        parent = _ppid(current, proc_root)
+        parent = parent_pid(current, proc_root)
         if parent is None or parent <= 1:
             return None
         if not _rank_engine(parent, proc_root):
@@ -179,14 +177,14 @@ def _is_shell(cmdline: str) -> bool:
 
 def _launcher_above(pid: int, proc_root: str) -> tuple[int, str] | None:
     # the nearest launcher wins: `hangwatch run` or a wrapper script may itself sit under one
-    current = _ppid(pid, proc_root)
+    current = parent_pid(pid, proc_root)
     for _ in range(_MAX_ANCESTORS):
         if current is None or current <= 1:
             return None
         engine = launcher_engine(read_cmdline(current, proc_root=proc_root) or "")
         if engine is not None:
             return current, engine
-        current = _ppid(current, proc_root)
+        current = parent_pid(current, proc_root)
     return None
 
 
@@ -212,7 +210,7 @@ def _children_map(proc_root: str) -> dict[int, list[int]]:
         return children
     for name in names:
         if name.isdigit():
-            parent = _ppid(int(name), proc_root)
+            parent = parent_pid(int(name), proc_root)
             if parent is not None:
                 children.setdefault(parent, []).append(int(name))
     for pids in children.values():
@@ -236,14 +234,6 @@ def read_cmdline(pid: int, *, proc_root: str = "/proc") -> str | None:
     while args and not args[-1]:  # the final NUL, and setproctitle's NUL padding
         args.pop()
     return shlex.join(args)
-
-
-def _ppid(pid: int, proc_root: str) -> int | None:
-    fields = stat_fields(pid, proc_root)
-    try:
-        return int(fields[1]) if fields else None
-    except (IndexError, ValueError):
-        return None
 
 
 def log_path(pid: int, *, proc_root: str = "/proc") -> str | None:

@@ -16,7 +16,7 @@ import os
 from hangwatch.engines import get_engine
 from hangwatch.parse.flags import parse_flags
 from hangwatch.sources.discover import launcher_engine, read_cmdline
-from hangwatch.sources.procs import stat_fields
+from hangwatch.sources.procs import parent_pid
 
 __all__ = ["MAX_PEERS", "find_peers"]
 
@@ -51,13 +51,5 @@ def find_peers(launcher_pid: int, engine: str | None, cmdline: str, *, proc_root
             matching[int(name)] = spec.node_rank(other_flags)
     # a wrapper (`sh -c "python -m sglang.launch_server ..."`) carries the same command line as the
     # launcher it starts: keep the outermost of each chain, its tree holds the inner one
-    outer = [pid for pid in matching if _ppid(pid, proc_root) not in matching]
+    outer = [pid for pid in matching if parent_pid(pid, proc_root) not in matching]
     return tuple(sorted(outer)[:MAX_PEERS])
-
-
-def _ppid(pid: int, proc_root: str) -> int | None:
-    fields = stat_fields(pid, proc_root)
-    try:
-        return int(fields[1]) if fields else None
-    except (IndexError, ValueError):
-        return None

@@ -274,6 +274,15 @@ def stat_fields(pid: int, proc_root: str = "/proc") -> list[str] | None:
     return stat.rsplit(")", 1)[-1].split()  # the comm field may hold spaces and parentheses
 
 
+def parent_pid(pid: int, proc_root: str = "/proc") -> int | None:
+    """The pid's parent from /proc/PID/stat; None when it is gone or unreadable."""
+    fields = stat_fields(pid, proc_root)
+    try:
+        return int(fields[1]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
 def _stat_exit_code(pid: int, proc_root: str) -> int | None:
     """Exit status of a zombie from /proc/PID/stat field 52 (Linux >= 3.5), as waitpid reports it."""
     fields = stat_fields(pid, proc_root)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from helpers.labrun import Start, lab_runs
 from helpers.paths import ROOT
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
@@ -47,28 +47,9 @@ RECOVERING = ("kv-slow",)
 
 
 @pytest.fixture
-def lab() -> Iterator[Any]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start(name: str) -> dict[str, Any]:
-        env = {**os.environ, "HANGWATCH_LAB_PYTHON": LAB_PYTHON}
-        proc = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--hold", "900"],
-                                stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-        started.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"lab scenario {name} did not start (exit {proc.wait(timeout=30)})"
-        return json.loads(line)
-
-    yield start
-    for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # lab/run.py kills what it started
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def lab() -> Iterator[Start]:
+    with lab_runs({"HANGWATCH_LAB_PYTHON": LAB_PYTHON}, hold_s=900) as start:
+        yield start
 
 
 def _attach(pid: int, exit_on: str) -> list[dict[str, Any]]:

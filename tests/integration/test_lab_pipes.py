@@ -10,15 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers.labrun import lab_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
@@ -33,28 +34,9 @@ pytestmark = [
 
 
 @pytest.fixture
-def lab() -> Iterator[Any]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start(name: str, output: str) -> dict[str, Any]:
-        env = {**os.environ, "HANGWATCH_LAB_PYTHON": LAB_PYTHON}
-        proc = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--output", output, "--hold", "900"],
-                                stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-        started.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"lab scenario {name} did not start (exit {proc.wait(timeout=30)})"
-        return json.loads(line)
-
-    yield start
-    for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # lab/run.py kills what it started
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.stdout is not None:
-            proc.stdout.close()
+def lab() -> Iterator[Callable[[str, str], dict[str, Any]]]:
+    with lab_runs({"HANGWATCH_LAB_PYTHON": LAB_PYTHON}) as start:
+        yield lambda name, output: start(name, "--output", output)
 
 
 def _attach(pid: int, *extra: str) -> list[dict[str, Any]]:

@@ -14,11 +14,13 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from helpers.labrun import Start, lab_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
@@ -42,32 +44,12 @@ EXPECTED: dict[str, tuple[tuple[str, ...], str]] = {
     "vllm-worker-killed": (("stalled", "crashed"), "dead_rank"),
 }
 
-Start = Callable[..., dict[str, Any]]
 
 
 @pytest.fixture
 def lab() -> Iterator[Start]:
-    started: list[subprocess.Popen[str]] = []
-
-    def start(name: str, *extra: str) -> dict[str, Any]:
-        env = {**os.environ, "HANGWATCH_VLLM_PYTHON": VLLM_PYTHON}
-        proc = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--hold", "1200", *extra],
-                                stdout=subprocess.PIPE, text=True, env=env, start_new_session=True)
-        started.append(proc)
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line, f"lab scenario {name} did not start (exit {proc.wait(timeout=30)})"
-        return json.loads(line)
-
-    yield start
-    for proc in started:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)  # lab/run.py stops what it started (two SIGTERMs, then SIGKILL)
-            proc.wait(timeout=60)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.stdout is not None:
-            proc.stdout.close()
+    with lab_runs({"HANGWATCH_VLLM_PYTHON": VLLM_PYTHON}, hold_s=1200) as start:
+        yield start
 
 
 def _attach(pid: int, exit_on: str, *extra: str) -> list[dict[str, Any]]:
