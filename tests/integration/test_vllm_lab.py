@@ -129,8 +129,9 @@ def test_vllm_slow_compile_is_never_called_stalled_with_or_without_its_log(lab: 
     for lines in (logged, blind):
         assert lines[-1]["state"] == "ready" and lines[-1]["engine"] == "vllm", _show(lines[-1])
         assert [v for v in lines if v["state"] == "stalled"] == [], _show(next(v for v in lines if v["state"] == "stalled"))
-    # the log showed the compile warm-up as its own phase; the other really had no log
-    assert any(v.get("phase") == "attn_backend" for v in logged)
+    # the other really had no log (the warm-up's own phase, parsed from these lines of a real run,
+    # is tested in tests/unit/engines/test_engines.py: `--json` prints a line per state or cause
+    # change, not per phase, so whether one is printed inside the warm-up depends on the host's pace)
     assert any(m["source"] == "log" for m in blind[0]["missing"]), _show(blind[0])
 
 
