@@ -7,12 +7,14 @@
 3. hangwatch's own RSS and CPU while it watches that process (~30 s)
 4. start on an existing 1 GiB log (sparse, real lines at its end): time to the first verdict
 5. with the lab (real SGLang or vLLM on CPU): time from a hang's onset (the lab's onset file) to
-   the right verdict (the scenario's state and cause, RIGHT below), median over the scenarios
+   the right verdict (the scenario's state and cause, lab/expected.py), median over the scenarios
    given with --lab, e.g. --lab weights-fifo,vllm-weights-fifo,vllm-master-port-taken
 6. with --repeat N (issue 10): each --lab scenario N times, then N times again with a history file
-   that a `healthy` start filled first (learned budgets); per scenario and pass: onset -> right
-   verdict (median, max), flaps (a published `stalled` followed by `starting`/`progressing`), and
-   whether all N final verdicts agree. `--lab all` is every SGLang lab scenario.
+   that healthy starts filled first (learned budgets); per scenario and pass: onset -> right
+   verdict (median, max), flaps (a published `stalled` followed by `starting`/`progressing`),
+   whether all N final verdicts agree and the final blocker is named where one rank holds the
+   others; then the pass's median and max and the scenarios off target.
+   `--lab all` is every lab scenario whose lab is installed (`sglang`, `vllm`: one engine's).
        python bench/bench_live.py --lab-only --lab all --repeat 5
 """
 
@@ -32,8 +34,9 @@ from pathlib import Path
 import psutil
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from helpers.livetools import Procs, wait_for_text  # noqa: E402
+from lab.expected import EXPECTED, is_right  # noqa: E402
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 SLEEPER = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen(); s.accept()"
@@ -156,34 +159,13 @@ def _in_process_first_tick(pid: int, big: Path) -> None:
     watcher.close()
 
 
-# scenario -> (states that are right, the right cause); the same as tests/integration/test_*lab.py
-RIGHT: dict[str, tuple[tuple[str, ...], str]] = {
-    "two-node-missing": (("stalled",), "multinode_rendezvous"),
-    "weights-fifo": (("stalled",), "weight_loading_io"),
-    "tp2-one-rank-loading": (("stalled",), "weight_loading_io"),
-    "rank-killed": (("stalled",), "multinode_rendezvous"),
-    "hs-dump-patch": (("stalled",), "patch_or_user_code"),
-    "port-taken": (("stalled",), "port_in_use"),
-    "vllm-two-node-missing": (("stalled",), "multinode_rendezvous"),
-    "vllm-weights-fifo": (("stalled",), "weight_loading_io"),
-    "vllm-warmup-blocked": (("stalled",), "patch_or_user_code"),
-    "vllm-master-port-taken": (("stalled", "crashed"), "port_in_use"),
-    "vllm-worker-killed": (("stalled", "crashed"), "dead_rank"),
-}
-
-
 def lab_onset_to_stalled(scenarios: list[str], tmp: Path) -> None:
     delays = []
     for name in scenarios:
-        env_name, venv, script = (("HANGWATCH_VLLM_PYTHON", ".vllm-venv", "lab/install_vllm.sh") if name.startswith("vllm-")
-                                  else ("HANGWATCH_LAB_PYTHON", ".lab-venv", "lab/install.sh"))
-        if not Path(os.environ.get(env_name) or ROOT / venv / "bin" / "python").exists():
-            print(f"   {name}: lab not installed ({script}); skipped")
-            continue
         delay, verdict = _one_lab_run(name, tmp)
-        right = RIGHT.get(name, (("stalled",), None))
+        want = EXPECTED[name]
         print(f"   {name}: " + (f"{delay:.1f} s from onset to {verdict}" if delay is not None
-                                 else f"no right verdict ({'/'.join(right[0])} {right[1]}); last {verdict}"))
+                                 else f"no right verdict ({'/'.join(want.states)} {want.cause}); last {verdict}"))
         if delay is not None:
             delays.append(delay)
     if delays:
@@ -196,7 +178,6 @@ def _one_lab_run(name: str, tmp: Path) -> tuple[float | None, str]:
     onset = tmp / f"{name}.onset.json"
     lab = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, "--onset-file", str(onset), "--hold", "900"],
                            stdout=subprocess.PIPE, text=True, start_new_session=True)
-    states, cause = RIGHT.get(name, (("stalled",), None))
     try:
         assert lab.stdout is not None
         header = json.loads(lab.stdout.readline())
@@ -207,7 +188,7 @@ def _one_lab_run(name: str, tmp: Path) -> tuple[float | None, str]:
         if not lines:
             return None, "no verdict"
         last = lines[-1]
-        right = next((v for v in lines if v["state"] in states and (cause is None or v["cause"] == cause)), None)
+        right = next((v for v in lines if is_right(name, v)), None)
         if right is None or not onset.exists():
             return None, f"{last['state']} {last.get('cause')}"
         # attach exits right after its last verdict: that fixes the wall time of every line's `t`
@@ -216,13 +197,6 @@ def _one_lab_run(name: str, tmp: Path) -> tuple[float | None, str]:
     finally:
         os.killpg(lab.pid, signal.SIGTERM)
         lab.wait(timeout=90)
-
-
-SGLANG_LAB = ("healthy", "two-node-missing", "two-node-late", "weights-fifo", "tp2-one-rank-loading", "rank-killed",
-              "kv-slow", "hs-dump-patch", "port-taken")
-# never `stalled`: the right verdict is ready (state, cause None); their onset is the lab's `ready`
-RECOVERS = {"healthy": (("ready",), None), "kv-slow": (("ready",), None)}
-RIGHT.setdefault("two-node-late", (("stalled",), "multinode_rendezvous"))  # then ready: its resolve is no flap
 
 
 class _Stream:
@@ -255,11 +229,6 @@ class _Stream:
         self._thread.join(5)
 
 
-def _right(name: str, verdict: dict) -> bool:
-    states, cause = RECOVERS.get(name) or RIGHT.get(name, (("stalled",), None))
-    return verdict["state"] in states and (cause is None or verdict.get("cause") == cause)
-
-
 def _flaps(lines: list[tuple[float, dict]], onset: float | None) -> tuple[int, int]:
     """(flaps, early stalls). A flap: after the hang's onset, a published `stalled` followed by
     `starting`/`progressing` (the server cannot have moved). An early stall: `stalled` published
@@ -273,7 +242,7 @@ def _flaps(lines: list[tuple[float, dict]], onset: float | None) -> tuple[int, i
 def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s: float) -> dict:
     stamp = time.time_ns()
     # a hang is timed from its onset; a start that recovers, from the lab's `ready` (the server answers)
-    event = "ready" if name in RECOVERS else "onset"
+    event = "ready" if EXPECTED[name].recovers else "onset"
     onset_file = tmp / f"{name}.{stamp}.{event}.json"
     lab = subprocess.Popen([sys.executable, str(ROOT / "lab" / "run.py"), name, f"--{event}-file", str(onset_file),
                             "--hold", str(int(limit_s + 120))], stdout=subprocess.PIPE, text=True, start_new_session=True)
@@ -288,7 +257,7 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
         deadline, right_at = time.time() + limit_s, None
         while time.time() < deadline and watch.proc.poll() is None:
             time.sleep(0.5)
-            found = next((at for at, v in watch.lines if _right(name, v)), None)
+            found = next((at for at, v in watch.lines if is_right(name, v)), None)
             right_at = right_at or found
             if right_at and time.time() > right_at + after_s:
                 break
@@ -323,32 +292,62 @@ def _onset_time(onset_file: Path, lab: subprocess.Popen) -> float | None:
 
 
 def lab_repeated(scenarios: list[str], runs: int, tmp: Path, after_s: float, limit_s: float) -> None:
+    summary: dict[str, list[str]] = {"no history": [], "with history": []}
+    all_delays: dict[str, list[float]] = {"no history": [], "with history": []}
     for label, history in (("no history", None), ("with history", tmp / "history.sqlite")):
-        if history is not None:
-            _lab_run("healthy", tmp, history, after_s=1.0, limit_s=limit_s)  # one ready start to learn from
+        if history is not None:  # ready starts of each engine and TP size measured, to learn from
+            engines = {name.startswith("vllm-") for name in scenarios}
+            for healthy in [n for n in EXPECTED if n.removeprefix("vllm-").startswith("healthy") and n.startswith("vllm-") in engines]:
+                _lab_run(healthy, tmp, history, after_s=1.0, limit_s=limit_s)
         for name in scenarios:
             results = [_lab_run(name, tmp, history, after_s, limit_s) for _ in range(runs)]
             delays = [r["delay"] for r in results if r["delay"] is not None]
+            all_delays[label] += delays
             finals = {r["final"] for r in results}
             blockers = {f"{b['rank'] or b['pid']}: {b['waits_on'][:60]}" for r in results if (b := r["blocker"])}
+            want = EXPECTED[name].blocker
+            named = sum(1 for r in results if r["blocker"] and r["blocker"]["rank"] == want) if want else None
+            flaps = sum(r["flaps"] for r in results)
             timing = (f"onset -> right verdict median {statistics.median(delays):.1f} s, max {max(delays):.1f} s"
                       if delays else "no right verdict")
             print(f"6. {name} ({label}, {runs} runs): {timing}; right in {len(delays)}/{runs}; "
-                  f"flaps {sum(r['flaps'] for r in results)}; early stalls {sum(r['early'] for r in results)}; final verdicts agree: {'yes' if len(finals) == 1 else 'no'} "
-                  f"({'; '.join(sorted(str(f) for f in finals))}); blocker: {'; '.join(sorted(blockers)) or '-'} "
-                  f"(load average {os.getloadavg()[0]:.1f})", flush=True)
+                  f"flaps {flaps}; early stalls {sum(r['early'] for r in results)}; final verdicts agree: {'yes' if len(finals) == 1 else 'no'} "
+                  f"({'; '.join(sorted(str(f) for f in finals))}); blocker: {'; '.join(sorted(blockers)) or '-'}"
+                  + (f" ({want} named in {named}/{runs})" if want else "")
+                  + f" (load average {os.getloadavg()[0]:.1f})", flush=True)
+            if flaps or len(delays) < runs or len(finals) > 1 or (named is not None and named < runs):
+                summary[label].append(name)
+    for label, delays in all_delays.items():
+        if delays:
+            print(f"6. {label}: onset -> right verdict median {statistics.median(delays):.1f} s, max {max(delays):.1f} s "
+                  f"over {len(delays)} runs of {len(scenarios)} scenarios; off target (a flap, a wrong or disagreeing "
+                  f"verdict, the blocker not named): {', '.join(summary[label]) or 'none'}")
+
+
+def _installed(name: str) -> bool:
+    env_name, venv, script = (("HANGWATCH_VLLM_PYTHON", ".vllm-venv", "lab/install_vllm.sh") if name.startswith("vllm-")
+                              else ("HANGWATCH_LAB_PYTHON", ".lab-venv", "lab/install.sh"))
+    if Path(os.environ.get(env_name) or ROOT / venv / "bin" / "python").exists():
+        return True
+    print(f"   {name}: lab not installed ({script}); skipped")
+    return False
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="shorter measurements")
-    parser.add_argument("--lab", default="", help="comma-separated lab scenarios for figures 5 and 6 ('all': SGLang's)")
+    parser.add_argument("--lab", default="", help="comma-separated lab scenarios for figures 5 and 6, or all, sglang, vllm")
     parser.add_argument("--repeat", type=int, default=0, help="figure 6: runs per scenario and pass")
     parser.add_argument("--lab-only", action="store_true", help="only the lab figures")
     parser.add_argument("--watch-after", type=float, default=30.0, help="figure 6: seconds watched after the right verdict (flaps)")
     parser.add_argument("--limit", type=float, default=400.0, help="figure 6: seconds one run may take")
     args = parser.parse_args()
-    scenarios = list(SGLANG_LAB) if args.lab == "all" else [s for s in args.lab.split(",") if s]
+    wanted = {"all": list(EXPECTED), "sglang": [n for n in EXPECTED if not n.startswith("vllm-")],
+              "vllm": [n for n in EXPECTED if n.startswith("vllm-")]}.get(args.lab, [s for s in args.lab.split(",") if s])
+    unknown = [s for s in wanted if s not in EXPECTED]
+    if unknown:
+        parser.error(f"no such lab scenario: {', '.join(unknown)} (known: {', '.join(EXPECTED)})")
+    scenarios = [s for s in wanted if _installed(s)]
     with tempfile.TemporaryDirectory(prefix="hangwatch-bench-") as tmp:
         if not args.lab_only:
             snapshot_of_eight(Path(tmp))

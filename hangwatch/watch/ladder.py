@@ -11,7 +11,8 @@ Rung 3, native stacks: `py-spy dump --native` must stop the target (ptrace-attac
 thread's native stack with unwind tables, detach): typically 50-500 ms, and seconds for a process
 with hundreds of threads or a large CUDA library mapped. A paused rank misses its own timers and
 any peer waiting on it waits that long too. So native dumps are taken only when the server already
-looks stalled, only of ranks whose top Python frame is a call into native code (where the Python
+looks stalled (or a phase is about to outrun its learned budget with nothing moving), only of
+ranks whose top Python frame is a call into native code (where the Python
 stack cannot say what it waits for), and at most once per `native_interval_s` per rank.
 """
 
@@ -47,6 +48,10 @@ class LadderConfig:
     native: bool = True  # allow rung 3 at all (`--no-native` turns it off)
     native_interval_s: float = 60.0  # per rank
     native_after_quiet_s: float = 45.0  # "looks stalled" without a stalled verdict: nothing moved this long
+    # ... or, with nothing moving, this close to the end of a phase's learned budget: the stall
+    # about to be declared then has its native frames (which decide a CUDA graph capture or a
+    # spinning kernel) instead of being refined a round later
+    native_before_budget_s: float = 2.0
 
 
 def python_dump_due(now: float, last_dump_t: float | None, log_quiet_s: float, have_stacks: bool,
@@ -56,8 +61,11 @@ def python_dump_due(now: float, last_dump_t: float | None, log_quiet_s: float, h
     return not have_stacks or log_quiet_s >= config.quiet_before_stacks_s
 
 
-def looks_stalled(stalled_verdict: bool, quiet_s: float, config: LadderConfig) -> bool:
-    return stalled_verdict or quiet_s >= config.native_after_quiet_s
+def looks_stalled(stalled_verdict: bool, quiet_s: float, config: LadderConfig, budget_left_s: float | None = None) -> bool:
+    """`budget_left_s`: what is left of the current phase's learned budget (None: none learned)."""
+    near_budget = (budget_left_s is not None and budget_left_s <= config.native_before_budget_s
+                   and quiet_s >= config.quiet_before_stacks_s)
+    return stalled_verdict or near_budget or quiet_s >= config.native_after_quiet_s
 
 
 def native_targets(latest: Mapping[str, ProcessStack], last_native_t: Mapping[str, float], now: float,

@@ -37,7 +37,7 @@ from hangwatch.model import (
     Verdict,
 )
 from hangwatch.watch import progress
-from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, phase_durations, position
+from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, budgets, phase_durations, position
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
 from hangwatch.watch.decide import Decider
 from hangwatch.watch.episodes import Motion
@@ -138,6 +138,7 @@ class Watcher:
         self._setup: SetupKey | None = None
         self._past: list[PastStart] | None = None
         self._learned = False
+        self._budget_end: float | None = None  # watch time the current phase outruns its learned budget
         self._lock = threading.RLock()
 
     # ---------------------------------------------------------------- the tick
@@ -252,7 +253,7 @@ class Watcher:
 
     def _schedule_native(self, t: float, targets: list[StackTarget]) -> None:
         stalled = self._verdict is not None and self._verdict.state is State.STALLED
-        if not looks_stalled(stalled, self.since_last_progress(t), self.config.ladder):
+        if not looks_stalled(stalled, self.since_last_progress(t), self.config.ladder, self._budget_left(t)):
             return
         latest = {label: s.stack for label, s in self.stacks.latest().items()}
         labels = set(native_targets(latest, self._last_native_t, t, True, self.config.ladder))
@@ -260,6 +261,12 @@ class Watcher:
         if chosen:
             self._last_native_t.update({target.label: t for target in chosen})
             self._native = self._pool.submit(self.sources.dump, chosen, True)
+
+    def _budget_left(self, t: float) -> float | None:
+        """Seconds left of the current phase's learned budget, as of the last verdict."""
+        if self._budget_end is None:
+            return None
+        return self._budget_end - t
 
     def _await_first_stacks(self, t: float) -> None:
         """The first verdict is worth its stacks (attaching to a server that is already stuck):
@@ -348,6 +355,8 @@ class Watcher:
             stacks_at=self._stacks_at(),
         )
         self._verdict, self._raw = decision.verdict, decision.raw
+        budget = budgets(self._past or [], self.config.budget_policy).get(where.phase) if where else None
+        self._budget_end = obs.t + budget - where.in_phase_s if budget is not None and where else None
         return decision.verdict
 
     def _stacks_at(self) -> float | None:

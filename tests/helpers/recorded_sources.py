@@ -66,6 +66,7 @@ class RecordedSources:
     latencies: dict[str, float] = field(default_factory=dict)
     launcher_gone: bool = False
     dumps: int = 0
+    native_dumps: int = 0  # of those, rounds with native frames (rung 3: they pause the target)
     _log: bytes = b""
     _read: int = 0
     _engine: Any = None
@@ -136,6 +137,7 @@ class RecordedSources:
 
     def dump(self, targets: Sequence[Any], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]:
         self.dumps += 1
+        self.native_dumps += native
         wanted = {t.label for t in targets}
         return [(replace(s, native=native), b"{}") for s in self.stacks if s.label in wanted], []
 

@@ -11,6 +11,7 @@ from hangwatch.model import Finding, Origin, State
 from hangwatch.watch import WatchConfig, Watcher
 from hangwatch.watch.budgets import PastStart, SetupKey
 from hangwatch.watch.capture import build_evidence
+from hangwatch.watch.ladder import LadderConfig
 from hangwatch.watch.observation import Observation
 from helpers.recorded_sources import RecordedSources, frame, proc, server, stack
 
@@ -162,6 +163,37 @@ def test_a_phase_past_its_learned_budget_is_stalled_before_the_fixed_hold() -> N
     assert learned is not None and learned <= 2 * 1.0 + 5.0 + 1
     assert fixed is None or fixed > learned
     assert off == fixed
+
+
+def test_native_frames_are_taken_just_before_a_learned_budget_runs_out() -> None:
+    # GIVEN a rank whose Python stack only says it waits in a native call, in a phase that always
+    # took a second (budget 7 s)
+    in_native = stack("101", 101, frame("synchronize", "torch/cuda/__init__.py", 801, Origin.LIBRARY),
+                      frame("Scheduler.__init__", "sglang/srt/managers/scheduler.py", 300))
+    quick = [PastStart(20.0, {"weight_load": 1.0})] * 3
+
+    def first_native_and_stall(book: _Book | None) -> tuple[int | None, int | None]:
+        src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+        src.set_stacks(in_native)
+        src.write(b"".join(line for line in LOG[:38] if b"HS_DUMP" not in line))  # ends at "Load weight begin."
+        watcher, native, stalled = _watcher(src, book=book), None, None
+        for t in range(0, 60):
+            _, verdict = _tick(watcher, float(t))
+            native = t if native is None and src.native_dumps else native
+            stalled = t if stalled is None and verdict.state is State.STALLED else stalled
+            if native is not None and stalled is not None:
+                break
+        return native, stalled
+
+    # WHEN the phase runs past its budget with nothing moving
+    native, stalled = first_native_and_stall(_Book(quick))
+    # THEN the native round comes before the stall is declared (not a round after it)
+    assert native is not None and stalled is not None and native < stalled, (native, stalled)
+    # AND with nothing learned the target is not paused before it looks stalled: a stalled
+    # verdict, or nothing moving for `native_after_quiet_s`
+    native, stalled = first_native_and_stall(None)
+    looks_stalled_at = min(stalled or 90, LadderConfig().native_after_quiet_s)
+    assert native is not None and native >= looks_stalled_at, (native, stalled)
 
 
 def test_eta_from_past_starts_and_a_ready_start_is_recorded() -> None:
