@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from hangwatch.model import LogLine
-from hangwatch.parse.frames import engine_packages
+from hangwatch.parse.frames import PYTHON_FRAME_LINE, TRACEBACK_HEAD, engine_packages
 
 __all__ = ["Failure", "FailureMemo", "TraceFrame", "cuda_error", "errno_family", "read_failures", "root_of", "signal_of"]
 
@@ -164,8 +164,6 @@ _NCCL_BENIGN = re.compile(
     r"ncclCommInitRank.*async|Ignoring|ignored|is deprecated"
 )
 
-_TRACEBACK = re.compile(r"^\s*Traceback \(most recent call last\):")
-_FILE_LINE = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
 _CHAIN = re.compile(
     r"^\s*(During handling of the above exception, another exception occurred|"
     r"The above exception was the direct cause of the following exception):?"
@@ -476,18 +474,18 @@ def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState
         line = lines[index]
         body = _body(line)
         key = _stream(line)
-        if _TRACEBACK.match(body):
+        if TRACEBACK_HEAD.match(body.lstrip()):
             old = open_traces.pop(key, None)
             if old is not None:
                 out.append(_close(old, None, None))
             latest = open_traces[key] = _Trace(key, line, [line.lineno], [], pending_chain.pop(key, []))
             continue
         trace = open_traces.get(key) or (latest if latest is not None and not latest.closed else None)
-        if trace is None and _FILE_LINE.match(body):
+        frame = _traceback_frame(body)
+        if trace is None and frame:
             # a pasted excerpt that starts inside a traceback
             latest = trace = open_traces[key] = _Trace(key, line, [], [], pending_chain.pop(key, []))
         if trace is not None:
-            frame = _FILE_LINE.match(body)
             if frame:
                 path = frame["file"]
                 trace.frames.append(TraceFrame(path, int(frame["line"]), frame["func"], module_of(path)))
@@ -526,6 +524,12 @@ def _advance(lines: tuple[LogLine, ...], start: int, end: int, state: _ReadState
 
 # Lines that carry on an error's message: torch's c10d errors print the NCCL result, "Last error:"
 # and NCCL's own last error on the lines after the exception, then where it was raised.
+def _traceback_frame(body: str) -> re.Match[str] | None:
+    """A traceback's `File "x.py", line 3, in f` (faulthandler's lines, without the comma, are not)."""
+    m = PYTHON_FRAME_LINE.match(body.lstrip())
+    return m if m and m["comma"] and not m["kind"] else None
+
+
 _CONTINUATION = re.compile(
     r"^\s*(?:nccl\w+(?:Error|Usage)\b|Last error:|Exception raised from|C\+\+ CapturedTraceback|frame #\d+)"
 )

@@ -4,6 +4,7 @@ frame's origin (engine, torch, library, stdlib, user, native) decided from its p
     make_frame(name, filename, line, native, module, short) -> Frame
     frame_origin(filename, function, native) -> Origin
     relative_file(filename) -> str;  split_name(name, native) -> (function, qualname)
+    PYTHON_FRAME_LINE, TRACEBACK_HEAD: the Python frame line every traceback-like text shares
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ from pathlib import PurePosixPath
 from hangwatch.engines import Engine, engines
 from hangwatch.model import Frame, Origin, Source
 
-__all__ = ["engine_packages", "frame_origin", "make_frame", "relative_file", "split_name", "with_source_line"]
+__all__ = ["PYTHON_FRAME_LINE", "TRACEBACK_HEAD", "engine_packages", "frame_origin", "make_frame", "relative_file", "split_name", "with_source_line"]
+
+TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\):")
+# `File "x.py", line 3, in f`: a traceback's frame (outermost first); without the comma,
+# faulthandler's (innermost first); `(Python) File ...` / `(C) File ...`: pystack's
+PYTHON_FRAME_LINE = re.compile(
+    r'(?:\((?P<kind>Python|C)\) )?File "(?P<file>[^"]*)", line (?P<line>\d{1,12})(?P<comma>,?) in (?P<func>.+?)'
+    r"(?: \(inlined\))?(?: \((?P<lib>[^()]*)\))?\s*$"  # pystack: `in pysleep (inlined) (/lib/libpython.so)`
+)
 
 _STDLIB = frozenset(sys.stdlib_module_names)
 # Well-known third-party packages: a pasted short path such as `filelock/_api.py` is theirs.

@@ -22,7 +22,7 @@ from hangwatch.model import (
     rank_from_name,
 )
 from hangwatch.parse.failures import signal_of
-from hangwatch.parse.frames import make_frame, with_source_line
+from hangwatch.parse.frames import PYTHON_FRAME_LINE, TRACEBACK_HEAD, make_frame, with_source_line
 
 __all__ = ["parse_text"]
 
@@ -33,11 +33,6 @@ _PYSPY_THREAD = re.compile(r'^Thread (\S+) \(([^)]*)\)(?:: "(.*)")?\s*$')
 # newer Pythons may print the thread name between the id and the parenthesis; it is not needed
 _FAULT_THREAD = re.compile(r"(Current thread|Thread) (0x[0-9a-fA-F]+)[^(]{0,200}\(most recent call first\):")
 _PYSTACK_THREAD = re.compile(r"^Traceback for thread (\d{1,12})(?: \((.*?)\))?.*\(most recent call last\):")
-_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
-_PY_FILE = re.compile(
-    r'(?:\((?P<kind>Python|C)\) )?File "(?P<file>[^"]*)", line (?P<line>\d{1,12})(?P<comma>,?) in (?P<func>.+?)'
-    r"(?: \(inlined\))?(?: \((?P<lib>[^()]*)\))?\s*$"  # pystack: `in pysleep (inlined) (/lib/libpython.so)`
-)
 _PYSPY_FRAME = re.compile(r"^\s{2,}(?P<name>\S.*?) \((?P<where>[^()]*)\)\s*$")
 _PYSPY_BARE = re.compile(r"^\s{2,}(?P<name>[\w.<>:]+?)(?:\.\.\.|…)?\s*$")  # a truncated paste
 _WHERE = re.compile(r"^(?P<file>.+?):(?P<line>\d{1,12})$")
@@ -176,7 +171,7 @@ class _Parser:
         if m:
             self.open_thread("pystack", m[2], int(m[1]))
             return True
-        if _TRACEBACK.search(line):
+        if TRACEBACK_HEAD.search(line):
             self.open_thread("traceback")
             return True
         m = _UCX_THREAD.match(line.strip())
@@ -242,7 +237,7 @@ def _pyspy_frame(line: str) -> Frame | None:
 
 
 def _python_frame(line: str) -> Frame | None:
-    m = _PY_FILE.search(line)
+    m = PYTHON_FRAME_LINE.search(line)
     if not m:
         return None
     native = m["kind"] == "C"
@@ -336,7 +331,7 @@ def _guess(line: str) -> tuple[str | None, Frame | None]:
     if line.startswith("#"):
         frame = _gdb_frame(line)
         return ("gdb", frame) if frame else (None, None)
-    m = _PY_FILE.search(line)
+    m = PYTHON_FRAME_LINE.search(line)
     if m:
         # `File "x", line 3, in f` is a traceback (outermost first); without the comma, faulthandler
         style = "pystack" if m["kind"] else "traceback" if m["comma"] else "faulthandler"

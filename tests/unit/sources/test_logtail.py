@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import pytest
@@ -49,12 +48,9 @@ def test_a_large_existing_log_starts_at_its_tail_on_a_line_start(tmp_path: Path)
         fh.write(b"\n" + lines)
     assert log.stat().st_size == 2**30
     # WHEN
-    started = time.monotonic()
     tail = LogTail(log, start_tail_bytes=2 * 2**20)
     data = tail.read_new()
-    elapsed = time.monotonic() - started
-    # THEN only the last 2 MiB were read, beginning at a whole line
-    assert elapsed < 0.5
+    # THEN only the last 2 MiB were read, beginning at a whole line (bench/bench_live.py times it)
     assert tail.bytes_seen <= 2 * 2**20 + 1
     assert data.startswith(b"line ") and data.endswith(b"line 199999 of the tail\n")
     assert lines.endswith(data) and 2 * 2**20 - 30 <= len(data) <= 2 * 2**20
