@@ -70,7 +70,6 @@ def test_attach_sees_a_rank_killed_while_the_other_waits(procs: Procs, tmp_path:
     found = next((v for v in json_lines(watch, 20) if v["cause"] == "dead_rank"), None)
     assert found is not None, watch.stderr.read().decode() if watch.stderr else ""
     assert (found["state"], found["ranks"]) == ("stalled", ["TP1"])
-    assert found["t"] < 7.0  # died at ~3 s after start (and hangwatch started after the server)
     watch.send_signal(signal.SIGINT)
     assert watch.wait(timeout=10) == 130
 
