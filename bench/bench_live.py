@@ -229,11 +229,12 @@ class _Stream:
         self._thread.join(5)
 
 
-def _flaps(lines: list[tuple[float, dict]], onset: float | None) -> tuple[int, int]:
-    """(flaps, early stalls). A flap: after the hang's onset, a published `stalled` followed by
-    `starting`/`progressing` (the server cannot have moved). An early stall: `stalled` published
-    before the onset (a slow start called stuck)."""
-    after = [v["state"] for at, v in lines if onset is not None and at >= onset]
+def _flaps(lines: list[tuple[float, dict]], onset: float | None, ends_after_s: float | None) -> tuple[int, int]:
+    """(flaps, early stalls). A flap: after the hang's onset (and before the lab ends it, if it
+    does), a published `stalled` followed by `starting`/`progressing` (the server cannot have
+    moved). An early stall: `stalled` published before the onset (a slow start called stuck)."""
+    until = float("inf") if onset is None or ends_after_s is None else onset + ends_after_s
+    after = [v["state"] for at, v in lines if onset is not None and onset <= at < until]
     flaps = sum(1 for a, b in zip(after, after[1:], strict=False) if a == "stalled" and b in ("starting", "progressing"))
     early = sum(1 for at, v in lines if v["state"] == "stalled" and (onset is None or at < onset))
     return flaps, early
@@ -263,7 +264,8 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
                 break
         watch.stop()
         lines = watch.lines
-        out["flaps"], out["early"] = _flaps(lines, _onset_time(onset_file, lab) if event == "onset" else None)
+        onset = _onset_time(onset_file, lab) if event == "onset" else None
+        out["flaps"], out["early"] = _flaps(lines, onset, EXPECTED[name].ends_after_s)
         out["final"] = f"{lines[-1][1]['state']} {lines[-1][1].get('cause')}" if lines else "no verdict"
         stalled = [v for _, v in lines if v.get("blocker")]
         out["blocker"] = stalled[-1]["blocker"] if stalled else None

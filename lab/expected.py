@@ -12,6 +12,9 @@ class Expected:
     blocker: str | None = None  # the rank the final blocker must name
     # a start that reaches ready: never `stalled`, timed from the lab's `ready` instead of an onset
     recovers: bool = False
+    # the lab makes the hang end this long after its onset (a late node joins): a stall that ends
+    # after that is no flap
+    ends_after_s: float | None = None
 
 
 _READY = Expected(("ready",), None, recovers=True)
@@ -22,7 +25,7 @@ EXPECTED: dict[str, Expected] = {
     "kv-slow": _READY,  # the KV pool takes ~10 s to zero-fill: slow, not hung
     "two-node-missing": Expected(("stalled",), "multinode_rendezvous"),
     # node 1 comes 25 s after the onset: stalled on the rendezvous, then ready (no flap)
-    "two-node-late": Expected(("stalled",), "multinode_rendezvous"),
+    "two-node-late": Expected(("stalled",), "multinode_rendezvous", ends_after_s=25.0),
     "weights-fifo": Expected(("stalled",), "weight_loading_io"),
     # node 1's TP1 reads weights from a FIFO while TP0 waits in the post-load barrier
     "tp2-one-rank-loading": Expected(("stalled",), "weight_loading_io", blocker="TP1"),
