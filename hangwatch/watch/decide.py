@@ -95,7 +95,10 @@ def _early(blocker: Blocker | None, steady: Mapping[str, int], learned: Mapping[
     if blocker is not None and blocker.definite and _confirmed(blocker, steady):
         return "deadlock"
     budget = learned.get(where.phase) if where else None
-    if budget is not None and where is not None and where.in_phase_s > budget and (quiet_s or 0.0) >= min_hold_s:
+    quiet = quiet_s or 0.0
+    # past the budget: in the phase longer than it, or nothing moved for longer (the classifier's
+    # own test: a phase first seen in the watcher's first read began before the watch did)
+    if budget is not None and where is not None and max(where.in_phase_s, quiet) > budget and quiet >= min_hold_s:
         return "budget"
     return None
 

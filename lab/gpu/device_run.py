@@ -14,7 +14,8 @@ folder per scenario: bundle/, verdicts.jsonl, expected.json, native/, server.log
 --history-pass first runs `healthy` twice with a fresh history file, then graph-capture and
 spin-kernel with it, and keeps onset -> stalled and the learned budget (the verdict's `eta`) in
 summary.json under "history_pass". Every launch has the same --model-path and --tp-size (1 for
-kv-slow), so that the history's setup key matches.
+kv-slow), so that the history's setup key matches. --one-gpu: the history pass with one rank
+(--tp-size 1): healthy twice, then spin-kernel (graph-capture needs two ranks).
 
 LAB_GPU_CPU=1 runs the two-rank scenarios on CPU with gloo (no NVML, no GPU) to check the driver.
 """
@@ -58,6 +59,7 @@ T0 = time.monotonic()
 MODEL = "lab/gpu-tiny"  # the same model path on every launch: the history's setup key must match
 HISTORY: Path | None = None  # --history DB: passed to every attach (collect keeps no history)
 WATCH_S: float | None = None  # --history-watch S: history-pass hangs watched S s past stalled (the cause refined)
+ONE_GPU = False  # --one-gpu: the history pass with one rank (--tp-size 1): healthy, spin-kernel
 
 
 def say(*parts: object) -> None:
@@ -255,7 +257,7 @@ def kill_group(launcher: subprocess.Popen, pids: list[int]) -> None:
 
 
 def launch_args(name: str) -> list[str]:
-    return ["--model-path", MODEL, "--tp-size", "1" if name == "kv-slow" else "2"]
+    return ["--model-path", MODEL, "--tp-size", "1" if name == "kv-slow" or ONE_GPU else "2"]
 
 
 def scenario(name: str, index: int, work: Path) -> dict:
@@ -383,7 +385,8 @@ def history_pass(work: Path) -> dict:
     HISTORY = db
     out: dict = {"db": str(db), "runs": {}}
     try:
-        names = ("healthy", "healthy", "graph-capture") + (() if CPU else ("spin-kernel",))  # CuPy: GPU only
+        # graph-capture hangs between two ranks; CuPy (spin-kernel) needs a GPU
+        names = ("healthy", "healthy") + (() if ONE_GPU else ("graph-capture",)) + (() if CPU else ("spin-kernel",))
         for index, name in enumerate(names):
             label = f"{name}-{index}" if name == "healthy" else name
             res = scenario(name, 50 + index, work / "history")
@@ -442,8 +445,10 @@ def main() -> int:
     parser.add_argument("--history-watch", type=float,
                         help="in the history pass, watch each hang this many seconds instead of exiting at stalled")
     parser.add_argument("--history", type=Path, help="pass --history DB to every attach of the scenarios")
+    parser.add_argument("--one-gpu", action="store_true", help="the history pass on one GPU: one rank, no graph-capture")
     args = parser.parse_args()
-    global HISTORY, WATCH_S
+    global HISTORY, WATCH_S, ONE_GPU
+    ONE_GPU = args.one_gpu
     out = args.out
     work = out / "work"
     work.mkdir(parents=True, exist_ok=True)

@@ -59,18 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--onset-file")
     parser.add_argument("--port", type=int, default=29650, help="TCPStore port of the rendezvous")
     parser.add_argument("--hold", type=float, default=600.0, help="seconds to stay up")
-    # Not used by the lab: they are on its command line so that hangwatch's setup key (engine,
-    # version, model, tp, GPU model) is the same for every two-rank scenario, as a real server's is.
     parser.add_argument("--wait-file", help="ranks start their work once this file exists (a watcher is attached)")
+    # On the command line so that hangwatch's setup key (engine, version, model, tp, GPU model) is
+    # the same for every start of one size, as a real server's is; --tp-size 1 also runs one rank.
     parser.add_argument("--model-path", default="lab/gpu-tiny")
-    parser.add_argument("--tp-size", type=int, default=2)
+    parser.add_argument("--tp-size", type=int, default=2, choices=(1, 2))
     args = parser.parse_args(argv)
     for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(key, value)
 
     from lab_scheduler import run_scheduler_process
 
-    world = 1 if args.scenario in SINGLE_RANK else 2
+    # --tp-size 1: one rank on one GPU (healthy, spin-kernel; the others need a peer to hang on)
+    world = 1 if args.scenario in SINGLE_RANK or args.tp_size == 1 else 2
     ctx = mp.get_context("spawn")
     readers, procs = [], []
     for rank in range(world):

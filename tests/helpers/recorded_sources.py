@@ -67,6 +67,7 @@ class RecordedSources:
     launcher_gone: bool = False
     dumps: int = 0
     native_dumps: int = 0  # of those, rounds with native frames (rung 3: they pause the target)
+    log_file: str | None = None  # a real file whose mtime is the log's age when the watch begins
     _log: bytes = b""
     _read: int = 0
     _engine: Any = None
@@ -93,7 +94,7 @@ class RecordedSources:
 
     @property
     def log_path(self) -> str | None:
-        return None
+        return self.log_file
 
     @property
     def log_bytes_seen(self) -> int:

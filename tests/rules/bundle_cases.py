@@ -951,6 +951,33 @@ case("first-failure-peer-access-in-nccl", "quiet", "nccl-shm-warn", meta=meta(en
      log="ws:10:20 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device\n")
 
 RT_INVALID_DEVICE = "RuntimeError: CUDA Runtime API error: <cudaError_t.cudaErrorInvalidDevice: 101>\n"
+# torch's set_device on a rank whose GPU index is past the visible ones (as on a real 1-GPU H200
+# given two ranks), an older torch's wording, and a vLLM worker's; an IPC open failing is not it
+SET_DEVICE_ORDINAL = (
+    "Process SpawnProcess-2:\nTraceback (most recent call last):\n"
+    '  File "/usr/lib/python3.12/multiprocessing/process.py", line 314, in _bootstrap\n    self.run()\n'
+    '  File "/opt/venv/lib/python3.12/site-packages/sglang/srt/managers/scheduler.py", line 2790, in run_scheduler_process\n'
+    "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, pp_rank, dp_rank)\n"
+    '  File "/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", line 638, in set_device\n'
+    "    torch._C._cuda_setDevice(device)\n"
+    "torch.AcceleratorError: CUDA error: invalid device ordinal\nGPU device may be out of range, do you have enough GPUs?\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be incorrect.\n"
+)
+OLD_TORCH_ORDINAL = (
+    "Traceback (most recent call last):\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/vllm/worker/worker.py", line 99, in init_device\n'
+    "    torch.cuda.set_device(self.device)\n"
+    '  File "/usr/local/lib/python3.10/dist-packages/torch/cuda/__init__.py", line 404, in set_device\n'
+    "    torch._C._cuda_setDevice(device)\n"
+    "RuntimeError: CUDA error: invalid device ordinal\n"
+)
+case("first-failure-device-ordinal-at-set-device", "fires", "torch-set-device-past-the-visible-gpus", meta=meta(tp=2), cmdline=SG2,
+     log=SET_DEVICE_ORDINAL)
+case("first-failure-device-ordinal-at-set-device", "fires", "vllm-worker-old-torch", meta=meta("vllm", tp=4),
+     cmdline=V2.replace("size 2", "size 4"), log=OLD_TORCH_ORDINAL)
+case("first-failure-device-ordinal-at-set-device", "quiet", "ipc-open-in-custom-allreduce", meta=meta(engine=None, tp=4), log=RT_INVALID_DEVICE)
+case("first-failure-device-ordinal-at-set-device", "quiet", "out-of-memory-at-set-device", meta=meta(tp=2), cmdline=SG2,
+     log=SET_DEVICE_ORDINAL.replace("invalid device ordinal", "out of memory").replace("GPU device may be out of range, do you have enough GPUs?\n", ""))
 case("first-failure-ipc-device-error", "fires", "cuda-python-invalid-device-tp4", meta=meta(engine=None, gpu="NVIDIA RTX A6000", cc="8.6", tp=4), log=RT_INVALID_DEVICE)
 case("first-failure-ipc-device-error", "quiet", "single-gpu", meta=meta(engine=None, tp=1), log=RT_INVALID_DEVICE)
 case("ipc-device-error-nccl-p2p", "fires", "cuda-python-invalid-device-pcie", meta=meta(engine=None, gpu="NVIDIA RTX A6000", cc="8.6", tp=4), log=RT_INVALID_DEVICE)

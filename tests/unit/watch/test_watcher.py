@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -194,6 +195,28 @@ def test_native_frames_are_taken_just_before_a_learned_budget_runs_out() -> None
     native, stalled = first_native_and_stall(None)
     looks_stalled_at = min(stalled or 90, LadderConfig().native_after_quiet_s)
     assert native is not None and native >= looks_stalled_at, (native, stalled)
+
+
+def test_a_phase_under_way_before_the_watch_is_stalled_with_its_cause_at_its_budget(tmp_path: Path) -> None:
+    # GIVEN a rank spinning in the sampler's warm-up kernel since before hangwatch came (its log last
+    # written 1.3 s earlier), in a phase that always took a second (budget 7 s)
+    spinning = stack("101", 101, frame("synchronize", "torch/cuda/__init__.py", 1162, Origin.LIBRARY),
+                     frame("_dummy_sampler_run", "sglang/srt/model_executor/model_runner.py", 157),
+                     frame("Scheduler.__init__", "sglang/srt/managers/scheduler.py", 300))
+    log = tmp_path / "server.log"
+    log.write_bytes(b"".join(line for line in LOG[:38] if b"HS_DUMP" not in line))
+    os.utime(log, (WALL0 - 1.3, WALL0 - 1.3))
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler", state="R")], log_file=str(log))
+    src.set_stacks(spinning)
+    src.write(log.read_bytes())
+    watcher = _watcher(src, book=_Book([PastStart(20.0, {"weight_load": 1.0})] * 2))
+    # WHEN the budget runs out with nothing moving
+    stalls = []
+    for t in range(0, 20):
+        src.burn("101", 1.0)  # it spins on the CPU too (a busy synchronize); its stack stays the same
+        stalls += [verdict for _, verdict in [_tick(watcher, float(t))] if verdict.state is State.STALLED]
+    # THEN the stall names the sampler's kernel from its first verdict on, never `unknown` first
+    assert stalls and stalls[0].cause == "arch_kernel_hang", stalls[:1]
 
 
 def test_eta_from_past_starts_and_a_ready_start_is_recorded() -> None:
