@@ -157,7 +157,7 @@ def _absent_ranks(evidence: Evidence, nodes: Mapping[str, _Node]) -> list[str]:
 
 
 def _edges(nodes: Mapping[str, _Node], evidence: Evidence) -> dict[str, list[str]]:
-    ranks = [label for label, node in nodes.items() if _is_rank(label, node)]
+    ranks = _participants(nodes)
     dead = [r for r in ranks if nodes[r].dead or nodes[r].absent]
     edges: dict[str, list[str]] = {}
     for label, node in nodes.items():
@@ -175,6 +175,17 @@ def _edges(nodes: Mapping[str, _Node], evidence: Evidence) -> dict[str, list[str
         elif wait.kind == "child" and node.proc is not None:
             edges[label] = _children(node.proc, nodes, evidence)
     return {label: sorted(targets, key=label_order) for label, targets in edges.items() if targets}
+
+
+def _participants(nodes: Mapping[str, _Node]) -> list[str]:
+    """The processes in the collectives: the ranks with a rank label where there are any (vLLM's
+    EngineCore only drives the TP workers), else every process of a rank role (a TP=1 scheduler);
+    a dead or absent one always (a dead worker's zombie has lost its title)."""
+    ranks = [label for label, node in nodes.items() if _is_rank(label, node)]
+    labelled = [r for r in ranks if nodes[r].proc is not None and nodes[r].proc.rank]
+    if not labelled:
+        return ranks
+    return [r for r in ranks if r in labelled or nodes[r].dead or nodes[r].absent]
 
 
 def _is_rank(label: str, node: _Node) -> bool:
