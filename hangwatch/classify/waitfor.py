@@ -182,7 +182,7 @@ def _participants(nodes: Mapping[str, _Node]) -> list[str]:
     EngineCore only drives the TP workers), else every process of a rank role (a TP=1 scheduler);
     a dead or absent one always (a dead worker's zombie has lost its title)."""
     ranks = [label for label, node in nodes.items() if _is_rank(label, node)]
-    labelled = [r for r in ranks if nodes[r].proc is not None and nodes[r].proc.rank]
+    labelled = [r for r in ranks if (proc := nodes[r].proc) is not None and proc.rank]
     if not labelled:
         return ranks
     return [r for r in ranks if r in labelled or nodes[r].dead or nodes[r].absent]
