@@ -356,7 +356,9 @@ class Watcher:
         )
         self._verdict, self._raw = decision.verdict, decision.raw
         budget = budgets(self._past or [], self.config.budget_policy).get(where.phase) if where else None
-        self._budget_end = obs.t + budget - where.in_phase_s if budget is not None and where else None
+        # the same test as the decider's: in the phase, or without progress, longer than the budget
+        spent = max(where.in_phase_s, obs.progress.since_last_progress_s) if where else 0.0
+        self._budget_end = obs.t + budget - spent if budget is not None else None
         return decision.verdict
 
     def _stacks_at(self) -> float | None:
