@@ -122,11 +122,14 @@ def apart(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
 
 
 def _rank_owners(nodes: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Rank -> the node it runs on: the node whose log it writes to, else the first whose stacks
+    have it (on one host an agent also samples the other nodes' ranks, as peers: stacks, no log)."""
     owner: dict[str, str] = {}
-    for n in nodes:
-        for rank in list((n.get("timeline") or {}).get("ranks") or {}) + list((n.get("stacks") or {}).get("stacks") or {}):
-            if rank != "main" and not rank.isdigit():
-                owner.setdefault(rank, n["name"])
+    for key, field in (("timeline", "ranks"), ("stacks", "stacks")):
+        for n in nodes:
+            for rank in (n.get(key) or {}).get(field) or {}:
+                if rank != "main" and not rank.isdigit():
+                    owner.setdefault(rank, n["name"])
     return owner
 
 

@@ -33,6 +33,14 @@ def test_the_node_running_the_ranks_the_verdicts_name_stands_apart():
     assert apart([n0, n1])["apart"] == ["n1"]
 
 
+def test_a_rank_belongs_to_the_node_whose_log_it_writes_not_to_an_agent_that_samples_it_as_a_peer():
+    # on one host node 0's agent also samples node 1's TP1 (stacks, no log lines); TP1 logs on node 1
+    n0 = _node("n0", ranks=["TP1"], timeline={"TP0": [_span("weight_load", 3.0)]}, stacks={"TP0": [], "TP1": []})
+    n1 = _node("n1", ranks=["TP1"], timeline={"TP1": [_span("weight_load")]}, stacks={"TP1": []})
+    out = apart([n0, n1])
+    assert out["apart"] == ["n1"] and "TP1" in out["why"]
+
+
 def test_the_node_furthest_behind_stands_apart():
     n0 = _node("n0", timeline={"TP0": [_span("dist_init", 1.0), _span("weight_load", 3.0)]})
     n1 = _node("n1", timeline={"TP1": [_span("dist_init", 1.0), _span("weight_load")]})
