@@ -308,7 +308,7 @@ def lab_repeated(scenarios: list[str], runs: int, tmp: Path, after_s: float, lim
             delays = [r["delay"] for r in results if r["delay"] is not None]
             all_delays[label] += delays
             finals = {r["final"] for r in results}
-            blockers = {f"{b['rank'] or b['pid']}: {b['waits_on'][:60]}" for r in results if (b := r["blocker"])}
+            blockers = {f"{b['rank'] or 'a process (pid)'}: {b['waits_on'][:60]}" for r in results if (b := r["blocker"])}
             want = EXPECTED[name].blocker
             named = sum(1 for r in results if r["blocker"] and r["blocker"]["rank"] == want) if want else None
             flaps = sum(r["flaps"] for r in results)
