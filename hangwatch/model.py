@@ -116,6 +116,9 @@ class ProcessRecord:
     create_time: float | None = None  # epoch seconds; with pid, identifies a process across samples
     # epoch seconds when the exit was first seen (live) or recorded; orders deaths: the first is the root
     exit_time: float | None = None
+    # a rank of another node of the same launch on this host (sources/peers.py): sampled beside
+    # the watched tree, not part of it (its exit is not the watched server's crash)
+    peer: bool = False
 
 
 @dataclass(frozen=True)

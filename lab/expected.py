@@ -29,8 +29,9 @@ EXPECTED: dict[str, Expected] = {
     "weights-fifo": Expected(("stalled",), "weight_loading_io"),
     # node 1's TP1 reads weights from a FIFO while TP0 waits in the post-load barrier
     "tp2-one-rank-loading": Expected(("stalled",), "weight_loading_io", blocker="TP1"),
-    # node 1's SIGKILLed TP1 is seen exiting through node 1's launcher, a peer on this host
-    "rank-killed": Expected(("crashed",), "dead_rank", culprits=("TP1",)),
+    # node 1's SIGKILLed TP1 is seen exiting through node 1's launcher, a peer on this host, while
+    # node 0 waits for it in the rendezvous: node 0 is stalled, on a dead rank
+    "rank-killed": Expected(("stalled",), "dead_rank", culprits=("TP1",)),
     # on CPU, TP0 fails on the reset gloo socket and SGLang takes the tree down within half a
     # second, so it may be seen stalled or crashed a tick before the rest is gone
     "rank-killed-one-node": Expected(("stalled", "crashed"), "dead_rank", culprits=("TP1",)),

@@ -141,11 +141,12 @@ def rank_matches(matches: Iterable[Match]) -> list[Match]:
 
 
 def is_crashed(ctx: Context) -> bool:
-    """The launcher exited, or every rank process is gone."""
+    """The launcher exited, or every rank process of the watched tree is gone (another node's
+    rank that died, seen as a peer on this host, leaves this node waiting: a stall)."""
     procs = ctx.evidence.procs
     if any(p.role == "launcher" and not p.alive for p in procs):
         return True
-    ranks = [p for p in procs if p.role in rank_roles()]
+    ranks = [p for p in procs if p.role in rank_roles() and not p.peer]
     return bool(ranks) and not any(p.alive and p.state != "Z" for p in ranks)
 
 

@@ -87,16 +87,23 @@ class ProcessSampler:
         with _procfs(self.proc_root):
             procs = _tree(root_pid)
             known = {proc.pid for proc in procs}
-            procs += [proc for proc in _descendants(peers) if proc.pid not in known]
+            peer_procs = [proc for proc in _descendants(peers) if proc.pid not in known]
+            from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
-            current = {key: self._record(proc, now) for key, proc in _keyed(procs)}
+            current = {key: self._record(proc, now, proc.pid in from_peers) for key, proc in _keyed(procs + peer_procs)}
             self._remember_dead(set(current))
         self._seen = current
         return [seen.record for seen in current.values()] + list(self._dead.values())
 
-    def _record(self, proc: psutil.Process, now: float) -> _Seen:
+    def _record(self, proc: psutil.Process, now: float, peer: bool) -> _Seen:
         record = read_process(proc, proc_root=self.proc_root)
+        if peer:
+            record = replace(record, peer=True)
         previous = self._seen.get((record.pid, record.create_time))
+        if previous is not None and not record.alive:
+            # a zombie shows only its comm, cut to 15 characters: it keeps the title it died with
+            before = previous.record
+            record = replace(record, cmdline=before.cmdline, role=before.role, rank=before.rank)
         percent = _cpu_percent(previous, record.cpu_time_s, now)
         if percent is not None:
             record = replace(record, cpu_percent=percent)

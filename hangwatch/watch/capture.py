@@ -144,7 +144,7 @@ def _proc_dict(p: ProcessRecord) -> dict[str, Any]:
         "pid": p.pid, "ppid": p.ppid, "cmdline": p.cmdline, "role": p.role, "rank": p.rank, "state": p.state,
         "cpu_percent": p.cpu_percent, "rss_mib": p.rss_mib, "alive": p.alive, "exit_code": p.exit_code,
         "cpu_time_s": p.cpu_time_s, "num_threads": p.num_threads, "io_read_bytes": p.io_read_bytes,
-        "wchan": list(p.wchan),
+        "wchan": list(p.wchan), "peer": p.peer,
     }
 
 

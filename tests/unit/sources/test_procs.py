@@ -181,3 +181,19 @@ def test_wchan_names_where_a_thread_sleeps_in_the_kernel(tmp_path) -> None:
         proc.kill()
         proc.wait(timeout=10)
     assert read_wchan(proc.pid) == ()
+
+
+def test_a_rank_that_died_unreaped_keeps_the_title_it_had(spawner: Spawner, tmp_path) -> None:
+    # GIVEN a scheduler rank (its argv[0] is its title) that dies while its parent never reaps it:
+    # a zombie shows only its comm, cut to 15 characters, so the title says no rank any more
+    code = ("import json, os, subprocess, sys, time; "
+            "kid = subprocess.Popen(['sglang::scheduler_TP1', '-c', 'import time; time.sleep(1.5)'], executable=sys.executable); "
+            "open(os.environ['HW_READY'], 'w').write(json.dumps([kid.pid])); time.sleep(60)")
+    parent, (kid,) = spawner.ready(code, tmp_path / "r.json")
+    sampler = ProcessSampler()
+    assert (by_pid(sampler.sample(parent.pid))[kid].role, by_pid(sampler.sample(parent.pid))[kid].rank) == ("scheduler", "TP1")
+    # WHEN it has died
+    wait_until(lambda: by_pid(sampler.sample(parent.pid))[kid].state == "Z")
+    # THEN the sampler that saw it alive still names it TP1, dead
+    record = by_pid(sampler.sample(parent.pid))[kid]
+    assert (record.alive, record.role, record.rank) == (False, "scheduler", "TP1")
