@@ -260,12 +260,15 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
             time.sleep(0.5)
             found = next((at for at, v in watch.lines if is_right(name, v)), None)
             right_at = right_at or found
-            if right_at and time.time() > right_at + after_s:
+            # watched past the right verdict and past the onset (a right verdict may precede it)
+            if right_at and onset_file.exists() and time.time() > max(right_at, _onset_time(onset_file, lab) or 0) + after_s:
                 break
         watch.stop()
         lines = watch.lines
         onset = _onset_time(onset_file, lab) if event == "onset" else None
         out["flaps"], out["early"] = _flaps(lines, onset, EXPECTED[name].ends_after_s)
+        if EXPECTED[name].known_before_onset:
+            out["early"] = 0
         out["final"] = f"{lines[-1][1]['state']} {lines[-1][1].get('cause')}" if lines else "no verdict"
         stalled = [v for _, v in lines if v.get("blocker")]
         out["blocker"] = stalled[-1]["blocker"] if stalled else None

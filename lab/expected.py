@@ -15,6 +15,9 @@ class Expected:
     # the lab makes the hang end this long after its onset (a late node joins): a stall that ends
     # after that is no flap
     ends_after_s: float | None = None
+    # the cause is there before the lab's onset (port-taken: the port is held before the launch,
+    # the onset is the bind failing), so a right stall before the onset is not early
+    known_before_onset: bool = False
 
 
 _READY = Expected(("ready",), None, recovers=True)
@@ -36,7 +39,8 @@ EXPECTED: dict[str, Expected] = {
     # second, so it may be seen stalled or crashed a tick before the rest is gone
     "rank-killed-one-node": Expected(("stalled", "crashed"), "dead_rank", culprits=("TP1",)),
     "hs-dump-patch": Expected(("stalled",), "patch_or_user_code"),
-    "port-taken": Expected(("stalled",), "port_in_use"),  # the holder is seen before uvicorn fails to bind
+    # the holder is seen before uvicorn fails to bind
+    "port-taken": Expected(("stalled",), "port_in_use", known_before_onset=True),
     "vllm-healthy": _READY,
     "vllm-healthy-tp2": _READY,
     "vllm-two-node-missing": Expected(("stalled",), "multinode_rendezvous"),
