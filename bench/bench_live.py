@@ -296,10 +296,12 @@ def _onset_time(onset_file: Path, lab: subprocess.Popen) -> float | None:
         return onset_file.stat().st_mtime
 
 
-def lab_repeated(scenarios: list[str], runs: int, tmp: Path, after_s: float, limit_s: float) -> None:
+def lab_repeated(scenarios: list[str], runs: int, tmp: Path, after_s: float, limit_s: float, passes: str = "both") -> None:
     summary: dict[str, list[str]] = {"no history": [], "with history": []}
     all_delays: dict[str, list[float]] = {"no history": [], "with history": []}
-    for label, history in (("no history", None), ("with history", tmp / "history.sqlite")):
+    chosen = [(label, history) for label, history in (("no history", None), ("with history", tmp / "history.sqlite"))
+              if passes == "both" or passes == label.replace(" ", "-")]
+    for label, history in chosen:
         if history is not None:  # ready starts of each engine and TP size measured, to learn from
             engines = {name.startswith("vllm-") for name in scenarios}
             for healthy in [n for n in EXPECTED if n.removeprefix("vllm-").startswith("healthy") and n.startswith("vllm-") in engines]:
@@ -348,6 +350,8 @@ def main() -> None:
     parser.add_argument("--lab-only", action="store_true", help="only the lab figures")
     parser.add_argument("--watch-after", type=float, default=30.0, help="figure 6: seconds watched after the right verdict (flaps)")
     parser.add_argument("--limit", type=float, default=400.0, help="figure 6: seconds one run may take")
+    parser.add_argument("--pass", dest="passes", choices=("both", "no-history", "with-history"), default="both",
+                        help="figure 6: which passes to run")
     args = parser.parse_args()
     wanted = {"all": list(EXPECTED), "sglang": [n for n in EXPECTED if not n.startswith("vllm-")],
               "vllm": [n for n in EXPECTED if n.startswith("vllm-")]}.get(args.lab, [s for s in args.lab.split(",") if s])
@@ -363,7 +367,7 @@ def main() -> None:
         if scenarios and not args.repeat:
             lab_onset_to_stalled(scenarios, Path(tmp))
         if scenarios and args.repeat:
-            lab_repeated(scenarios, args.repeat, Path(tmp), args.watch_after, args.limit)
+            lab_repeated(scenarios, args.repeat, Path(tmp), args.watch_after, args.limit, args.passes)
 
 
 if __name__ == "__main__":
