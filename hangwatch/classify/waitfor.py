@@ -178,14 +178,11 @@ def _edges(nodes: Mapping[str, _Node], evidence: Evidence) -> dict[str, list[str
 
 
 def _participants(nodes: Mapping[str, _Node]) -> list[str]:
-    """The processes in the collectives: the ranks with a rank label where there are any (vLLM's
-    EngineCore only drives the TP workers), else every process of a rank role (a TP=1 scheduler);
-    a dead or absent one always (a dead worker's zombie has lost its title)."""
+    """The processes in the collectives: every rank but one that drives other ranks as their
+    parent (vLLM's EngineCore over its TP workers; with TP=1 it is the rank itself)."""
     ranks = [label for label, node in nodes.items() if _is_rank(label, node)]
-    labelled = [r for r in ranks if (proc := nodes[r].proc) is not None and proc.rank]
-    if not labelled:
-        return ranks
-    return [r for r in ranks if r in labelled or nodes[r].dead or nodes[r].absent]
+    parents = {proc.ppid for r in ranks if (proc := nodes[r].proc) is not None}
+    return [r for r in ranks if (proc := nodes[r].proc) is None or proc.pid not in parents]
 
 
 def _is_rank(label: str, node: _Node) -> bool:
