@@ -265,6 +265,8 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
                 break
         watch.stop()
         lines = watch.lines
+        with (tmp / f"{name}.{stamp}.lines.jsonl").open("w") as out_lines:  # kept with --keep
+            out_lines.writelines(json.dumps({"arrived": at, **verdict}) + "\n" for at, verdict in lines)
         onset = _onset_time(onset_file, lab) if event == "onset" else None
         out["flaps"], out["early"] = _flaps(lines, onset, EXPECTED[name].ends_after_s)
         if EXPECTED[name].known_before_onset:
@@ -283,6 +285,8 @@ def _lab_run(name: str, tmp: Path, history: Path | None, after_s: float, limit_s
             lab.wait(timeout=60)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(lab.pid, signal.SIGKILL)
+        if lab.stdout is not None:  # the lab's events (launched, onset, ready, exited, error)
+            (tmp / f"{name}.{stamp}.lab.jsonl").write_text(lab.stdout.read())
     return out
 
 
@@ -350,6 +354,7 @@ def main() -> None:
     parser.add_argument("--lab-only", action="store_true", help="only the lab figures")
     parser.add_argument("--watch-after", type=float, default=30.0, help="figure 6: seconds watched after the right verdict (flaps)")
     parser.add_argument("--limit", type=float, default=400.0, help="figure 6: seconds one run may take")
+    parser.add_argument("--keep", help="figure 6: keep each run's verdict lines, onset and errors in this folder")
     parser.add_argument("--pass", dest="passes", choices=("both", "no-history", "with-history"), default="both",
                         help="figure 6: which passes to run")
     args = parser.parse_args()
@@ -359,7 +364,9 @@ def main() -> None:
     if unknown:
         parser.error(f"no such lab scenario: {', '.join(unknown)} (known: {', '.join(EXPECTED)})")
     scenarios = [s for s in wanted if _installed(s)]
-    with tempfile.TemporaryDirectory(prefix="hangwatch-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="hangwatch-bench-") as scratch:
+        tmp = args.keep or scratch
+        Path(tmp).mkdir(parents=True, exist_ok=True)
         if not args.lab_only:
             snapshot_of_eight(Path(tmp))
             watched_overhead(Path(tmp), 10.0 if args.quick else 30.0)
