@@ -101,3 +101,13 @@ def test_vllm_workers_in_the_rendezvous_do_not_wait_on_the_engine_core() -> None
     # THEN the blocker is a worker in the rendezvous (waiting for the node that never came), not the idle core
     blocker = final_blocker(ev)
     assert blocker is not None and blocker.pid in (10, 11) and "rendezvous" in blocker.waits_on, blocker
+
+
+def test_a_rank_that_died_after_its_last_stack_is_dead_not_waiting() -> None:
+    # GIVEN TP1's last stack shows it in the rendezvous, then it was SIGKILLed; TP0 waits there for it
+    store = _f("TCPStore.__init__", DIST, 900, Origin.TORCH)
+    ev = Evidence(procs=(_proc(10, "TP0", state="S"), _proc(11, "TP1", state="Z", alive=False, exit_code=-9)),
+                  stacks=(_stack("TP0", 10, store), _stack("TP1", 11, store)))
+    # THEN TP1 is the blocker, gone: a wait that cannot end
+    blocker = final_blocker(ev)
+    assert blocker is not None and blocker.rank == "TP1" and blocker.state == "exited" and blocker.definite, blocker
