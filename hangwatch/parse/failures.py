@@ -199,7 +199,10 @@ _NOT_A_FAILURE = re.compile(
     r"(?i)\b(?:no errors?|without errors?|0 errors?|error[- ]free|errors?: ?0\b|to silence this warning|"
     r"will (?:retry|fall ?back)|falling back|fell back|is disabled|disabling|not enabled|"
     r"succeeded|successful(?:ly)?|completed|finished|connected|resolved|recovered|"
-    r"ignore[ds]?|ignoring|skipping|deprecat\w+|warnings?\.warn|futurewarning|userwarning)\b"
+    r"ignore[ds]?|ignoring|skipping|deprecat\w+|warnings?\.warn|futurewarning|userwarning|"
+    # a capability probe's result (`Cannot detect CUDA architecture.` on a host without one): the
+    # engine goes on with its default
+    r"(?:cannot|could not|couldn't|unable to) (?:auto-?)?detect)\b"
 )
 # A compiler or build tool that failed (a JIT build): `ptxas fatal   : ...`, `file.cu(12): error: ...`,
 # `kernel.cu:12:3: error: ...`, `ninja: build stopped: subcommand failed.`

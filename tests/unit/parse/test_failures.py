@@ -129,10 +129,21 @@ def test_a_timeout_is_root_only_when_nothing_else_failed() -> None:
     "line",
     ["NCCL INFO Connected all rings", "Custom allreduce is disabled because it's not supported on more than two PCIe-only GPUs.",
      "Falling back to NCCL: error setting up custom all-reduce", "Capturing CUDA graphs finished without errors",
-     "INFO Loading weights took 3.2 s", "WARNING: failed to import optional module triton; will fall back to torch"],
+     "INFO Loading weights took 3.2 s", "WARNING: failed to import optional module triton; will fall back to torch",
+     "[2026-12-01 04:17:56] Cannot detect CUDA architecture."],
 )  # fmt: skip
 def test_polarity_disabled_fell_back_connected_finished_is_no_failure(line: str) -> None:
     assert failures(line + "\n") == ()
+
+
+def test_a_probe_that_cannot_detect_is_no_failure_but_a_gpu_it_cannot_reach_is() -> None:
+    # SGLang on a host without CUDA logs the probe's result; the bind error after it is the root
+    log = ("[2026-12-01 04:17:56] Cannot detect CUDA architecture.\n"
+           "[2026-12-01 04:17:57] ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 31390): "
+           "address already in use\n")
+    (bind,) = failures(log)
+    assert bind.role == "root" and bind.errno == "EADDRINUSE"
+    assert failures("Unable to determine the device handle for GPU0000:1B:00.0: Unknown Error\n") != ()
 
 
 @pytest.mark.parametrize(
