@@ -39,8 +39,8 @@ EXPECTED: dict[str, Expected] = {
     # second, so it may be seen stalled or crashed a tick before the rest is gone
     "rank-killed-one-node": Expected(("stalled", "crashed"), "dead_rank", culprits=("TP1",)),
     "hs-dump-patch": Expected(("stalled",), "patch_or_user_code"),
-    # the holder is seen before uvicorn fails to bind
-    "port-taken": Expected(("stalled",), "port_in_use", known_before_onset=True),
+    # the holder is seen before uvicorn fails to bind; then SGLang takes its tree down
+    "port-taken": Expected(("stalled", "crashed"), "port_in_use", known_before_onset=True),
     "vllm-healthy": _READY,
     "vllm-healthy-tp2": _READY,
     "vllm-two-node-missing": Expected(("stalled",), "multinode_rendezvous"),
