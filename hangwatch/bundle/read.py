@@ -345,20 +345,43 @@ def _gpu(g: Mapping[str, Any]) -> GpuInfo:
 # ---------------------------------------------------------------- stacks
 
 
+# A py-spy dump of one process, native frames and a hundred threads included, is under 1 MiB; a
+# paste of every rank a few MiB. Every line is parsed, so these bound what a bundle's stacks cost.
+MAX_STACK_FILE_BYTES = 8 * 2**20
+MAX_STACKS_BYTES = 24 * 2**20
+
+
 def _stacks(files: Mapping[str, bytes], missing: list[Missing]) -> tuple[ProcessStack, ...]:
     names = sorted((n for n in files if n.startswith("stacks/") and not n.endswith("/")), key=_stack_order)
     stacks: list[ProcessStack] = []
+    budget = MAX_STACKS_BYTES
     for name in names:
+        data = _bounded_stack_file(name, files[name], min(budget, MAX_STACK_FILE_BYTES), missing)
+        budget -= len(data)
         try:
-            found = parse_stack_file(name, files[name], Source(file=name))
+            found = parse_stack_file(name, data, Source(file=name))
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
             why = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"
             missing.append(Missing("stacks", f"{name}: malformed ({why})", "py-spy dump --pid PID [--json]"))
             continue
-        if not found and files[name].strip():
+        if not found and data.strip():
             missing.append(Missing("stacks", f"{name}: not a stack format hangwatch reads", "py-spy dump --pid PID [--json]"))
         stacks.extend(found)
     return tuple(stacks)
+
+
+def _bounded_stack_file(name: str, data: bytes, limit: int, missing: list[Missing]) -> bytes:
+    """`data`, or the whole lines of a text dump that fit in `limit`; JSON cannot be cut, so it is skipped."""
+    if len(data) <= limit:
+        return data
+    bound = f"stack files are read up to {MAX_STACK_FILE_BYTES // 2**20} MiB each, {MAX_STACKS_BYTES // 2**20} MiB in all"
+    cut = data.rfind(b"\n", 0, max(limit, 0)) + 1
+    if data[:4096].lstrip()[:1] in (b"[", b"{") or cut == 0:
+        missing.append(Missing("stacks", f"{name}: {len(data) // 1024} KiB, not read ({bound})", "py-spy dump --pid PID [--json]"))
+        return b""
+    missing.append(Missing("stacks", f"{name}: {len(data) // 1024} KiB, its first {cut // 1024} KiB read ({bound})",
+                           "py-spy dump --pid PID"))
+    return data[:cut]
 
 
 def _stack_order(name: str) -> tuple[Any, ...]:

@@ -5,20 +5,38 @@ frame's origin (engine, torch, library, stdlib, user, native) decided from its p
     frame_origin(filename, function, native) -> Origin
     relative_file(filename) -> str;  split_name(name, native) -> (function, qualname)
     PYTHON_FRAME_LINE, TRACEBACK_HEAD: the Python frame line every traceback-like text shares
+    keep_ends(frames) -> the innermost and outermost frames of a thread deeper than MAX_THREAD_FRAMES
 """
 
 from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from hangwatch.engines import Engine, engines
 from hangwatch.model import Frame, Origin, Source
 
-__all__ = ["PYTHON_FRAME_LINE", "TRACEBACK_HEAD", "engine_packages", "frame_origin", "make_frame", "relative_file", "split_name", "with_source_line"]
+__all__ = ["MAX_THREAD_FRAMES", "PYTHON_FRAME_LINE", "TRACEBACK_HEAD", "engine_packages", "frame_origin", "keep_ends",
+           "make_frame", "relative_file", "split_name", "with_source_line"]
+
+# A real scheduler's thread is under 200 frames deep even with native ones (Python's default
+# recursion limit is 1000). Deeper, the innermost frames say where it waits and the outermost what
+# started it; every frame kept costs every stack rule a search, offline and on each live tick.
+MAX_THREAD_FRAMES = 1024
+_OUTERMOST_KEPT = 128
+_T = TypeVar("_T")
+
+
+def keep_ends(frames: Sequence[_T]) -> Sequence[_T]:
+    """`frames` (innermost first) when at most MAX_THREAD_FRAMES, else its innermost and outermost ones."""
+    if len(frames) <= MAX_THREAD_FRAMES:
+        return frames
+    return [*frames[: MAX_THREAD_FRAMES - _OUTERMOST_KEPT], *frames[-_OUTERMOST_KEPT:]]
 
 TRACEBACK_HEAD = re.compile(r"Traceback \(most recent call last\):")
 # `File "x.py", line 3, in f`: a traceback's frame (outermost first); without the comma,

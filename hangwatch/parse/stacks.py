@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from hangwatch.model import Frame, Origin, ProcessStack, Source, ThreadStack
-from hangwatch.parse.frames import frame_origin, make_frame, relative_file, split_name
+from hangwatch.parse.frames import frame_origin, keep_ends, make_frame, relative_file, split_name
 from hangwatch.parse.stacktext import parse_text
 
 __all__ = [
@@ -58,7 +58,8 @@ def parse_pyspy_json(data: Any, label: str, source: Source, sample: int = 0) -> 
 
 def _json_thread(obj: dict[str, Any]) -> ThreadStack:
     tid = obj.get("os_thread_id") or obj.get("thread_id")
-    frames = tuple(_json_frame(f) for f in obj.get("frames") or () if isinstance(f, dict))
+    raw = obj.get("frames")
+    frames = tuple(_json_frame(f) for f in keep_ends(raw if isinstance(raw, list) else ()) if isinstance(f, dict))
     active = obj.get("active")
     return ThreadStack(
         name=obj.get("thread_name") if isinstance(obj.get("thread_name"), str) else None,

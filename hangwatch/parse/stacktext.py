@@ -22,7 +22,7 @@ from hangwatch.model import (
     rank_from_name,
 )
 from hangwatch.parse.failures import signal_of
-from hangwatch.parse.frames import PYTHON_FRAME_LINE, TRACEBACK_HEAD, make_frame, with_source_line
+from hangwatch.parse.frames import PYTHON_FRAME_LINE, TRACEBACK_HEAD, keep_ends, make_frame, with_source_line
 
 __all__ = ["parse_text"]
 
@@ -81,7 +81,7 @@ class _Thread:
     signal: str | None = None
 
     def build(self) -> ThreadStack:
-        frames = self.frames[::-1] if self.style in _OUTERMOST_FIRST else self.frames
+        frames = keep_ends(self.frames[::-1] if self.style in _OUTERMOST_FIRST else self.frames)
         name = self.name
         python = [f for f in frames if f.origin is not Origin.NATIVE]
         # faulthandler and pystack do not name threads; the one whose script is the entry is main

@@ -201,3 +201,48 @@ def test_terminal_escapes_in_a_bundle_never_reach_the_terminal(tmp_path: Path) -
         assert_handled(result)
         for raw in ("\x1b]", "\x07", "\x9b", "\x1b[2J"):
             assert raw not in result.stdout and raw not in result.stderr
+
+
+def _deep_json_thread(depth: int) -> list[dict[str, object]]:
+    frames = [{"name": "wait", "filename": "/opt/sglang/srt/managers/scheduler.py", "line": 1}]
+    frames += [{"name": f"recurse_{i}", "filename": "/opt/sglang/srt/layers/x.py", "line": i} for i in range(depth - 2)]
+    frames += [{"name": "<module>", "filename": "/opt/sglang/launch_server.py", "line": 9}]
+    return [{"thread_name": "MainThread", "os_thread_id": 7, "pid": 42, "frames": frames}]
+
+
+def test_a_thread_deeper_than_the_bound_keeps_where_it_waits_and_what_started_it(tmp_path: Path) -> None:
+    # B27: 1e6 frames took 20 s and 0.9 GB; every kept frame costs every stack rule a search
+    from hangwatch import read_bundle
+    from hangwatch.parse.frames import MAX_THREAD_FRAMES
+
+    root = tmp_path / "deep"
+    (root / "stacks").mkdir(parents=True)
+    (root / "meta.json").write_bytes(META)
+    (root / "stacks" / "TP0.json").write_text(json.dumps(_deep_json_thread(50_000)))
+    text = "Thread 0x7 (idle): \"MainThread\"\n" + "".join(
+        f"    recurse_{i} (/opt/sglang/srt/layers/x.py:{i})\n" for i in range(20_000)) + "    <module> (launch_server.py:9)\n"
+    (root / "stacks" / "TP1.txt").write_text(text)
+    evidence = read_bundle(root)
+    by_label = {s.label: s.threads[0].frames for s in evidence.stacks}
+    assert len(by_label["TP0"]) == len(by_label["TP1"]) == MAX_THREAD_FRAMES
+    assert (by_label["TP0"][0].function, by_label["TP0"][-1].function) == ("wait", "<module>")
+    assert (by_label["TP1"][0].function, by_label["TP1"][-1].function) == ("recurse_0", "<module>")
+
+
+def test_stack_files_past_their_bound_are_cut_or_skipped_and_said(tmp_path: Path) -> None:
+    # B27: a stack file is read up to 8 MiB, whole lines (a JSON dump cannot be cut: skipped)
+    from hangwatch import read_bundle
+    from hangwatch.bundle.read import MAX_STACK_FILE_BYTES
+
+    root = tmp_path / "big"
+    (root / "stacks").mkdir(parents=True)
+    (root / "meta.json").write_bytes(META)
+    line = f"    wait_{'x' * 200} (/opt/sglang/srt/managers/scheduler.py:1)\n"
+    text = "Thread 0x7 (idle): \"MainThread\"\n" + line * (MAX_STACK_FILE_BYTES // len(line) + 1000)
+    (root / "stacks" / "TP0.txt").write_text(text)
+    (root / "stacks" / "TP1.json").write_text(json.dumps(_deep_json_thread(10)) + " " * MAX_STACK_FILE_BYTES)
+    evidence = read_bundle(root)
+    assert [s.label for s in evidence.stacks] == ["TP0"]
+    reasons = {m.reason.split(":")[0]: m.reason for m in evidence.missing if m.source == "stacks"}
+    assert "KiB read" in reasons["stacks/TP0.txt"] and "not read" in reasons["stacks/TP1.json"]
+    assert len(evidence.stacks[0].threads[0].frames) > 0
