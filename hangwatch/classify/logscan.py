@@ -2,7 +2,8 @@
 
 Python's `re` costs about 0.1 s per pattern on a 20 000-line log, and the rules hold some 70
 log patterns. The log is split into chunks aligned on line numbers; each chunk is searched as
-one string (one C-level scan instead of a Python loop per line) and its hits are memoised.
+one string (one C-level scan instead of a Python loop per line) and its hits are memoised. A chunk
+that holds none of the literal texts a pattern's every match needs is not searched at all.
 The live history hands the same `LogLine` objects to every tick, so with a `ChunkMemo` (the
 caller's: the watcher keeps one per watched server) only the chunk that grew is searched again.
 A memo entry is reused only when it holds the very same line objects, so a different log (another
@@ -20,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from hangwatch.classify.regexcheck import UnsafeRegex, can_match_newline
+from hangwatch.classify.regexcheck import UnsafeRegex, can_match_newline, fold, required_literals
 from hangwatch.model import LogLine
 
 CHUNK_LINES = 256
@@ -37,6 +38,16 @@ class Chunk:
     own: tuple[LogLine, ...] = ()
     before: Chunk | None = None  # the chunk these lines grew from (the log's end): its hits hold
     within: Chunk | None = None  # a chunk these lines are the end of (the window's front moved on)
+    folded: str | None = None  # `text` as required_literals compares it, made on first use
+
+    def may_hold(self, pattern: re.Pattern[str]) -> bool:
+        """False when no line here holds any text every match of `pattern` needs (then it is not searched)."""
+        needed = required_literals(pattern.pattern, pattern.flags)
+        if needed is None:
+            return True
+        if self.folded is None:
+            self.folded = fold(self.text)
+        return any(literal in self.folded for literal in needed)
 
 
 Key = tuple[object, ...]
@@ -123,6 +134,8 @@ def _line_by_line(pattern: re.Pattern[str]) -> bool:
 
 
 def _scan(chunk: Chunk, pattern: re.Pattern[str]) -> list[LogLine]:
+    if not chunk.may_hold(pattern):
+        return []
     if _line_by_line(pattern):
         return [line for line in chunk.own if pattern.search(line.text)]
     wide, hits, pos = _multiline(pattern), [], 0

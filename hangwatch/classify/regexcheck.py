@@ -19,6 +19,10 @@ whose alternation is left unfolded.
 
 google-re2 was weighed: it installs, but RE2 has no lookaround, which four shipped rules need,
 and its `$`/`\\b` differ from `re` on the scored corpora.
+
+`required_literals` reads the other way: the literal texts one of which every match contains, so
+that a log chunk holding none of them is never searched (`re` has no such prefilter for
+alternations, and most rule patterns are long case-insensitive alternations).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ else:
 
     _PARSER = "sre_parse"
 
-__all__ = ["UnsafeRegex", "can_match_newline", "check_linear"]
+__all__ = ["UnsafeRegex", "can_match_newline", "check_linear", "fold", "required_literals"]
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT}
 _ATOMIC = {getattr(_c, "POSSESSIVE_REPEAT", None), getattr(_c, "ATOMIC_GROUP", None)} - {None}
@@ -279,3 +283,67 @@ class _Walk:
         if not self.ignorecase:
             return chars
         return chars | {c.lower() for c in chars} | {c.upper() for c in chars if len(c.upper()) == 1}
+
+
+# ---------------------------------------------------------------- literals a match needs
+
+_MIN_LITERAL = 3  # shorter texts are in nearly every chunk: no use as a filter
+
+
+@functools.lru_cache(maxsize=4096)
+def required_literals(pattern: str, flags: int = 0) -> frozenset[str] | None:
+    """Casefolded texts of which every match of `pattern` contains at least one, or None.
+
+    A text holds a match only if `fold(text)` contains one of them, with or without IGNORECASE
+    (literals are runs of ASCII characters; `fold` maps every character `re` matches to an ASCII
+    one case-insensitively onto that one's casefold).
+    """
+    try:
+        parsed = importlib.import_module(_PARSER).parse(pattern, flags)
+    except (re.error, RecursionError, OverflowError):
+        return None
+    return _needed(list(parsed.data))
+
+
+def _needed(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
+    """The most selective requirement among `items` in sequence: one of them holds in any match."""
+    best: frozenset[str] | None = None
+    run: list[str] = []
+
+    def consider(found: frozenset[str] | None) -> None:
+        nonlocal best
+        if found and (best is None or _selectivity(found) > _selectivity(best)):
+            best = found
+
+    for op, av in [*items, (None, None)]:
+        if op is _c.LITERAL and chr(av).isascii():
+            run.append(chr(av).casefold())
+            continue
+        if len(run) >= _MIN_LITERAL:
+            consider(frozenset({"".join(run)}))
+        run = []
+        if op is _c.SUBPATTERN:
+            consider(_needed(list(av[-1])))
+        elif op is getattr(_c, "ATOMIC_GROUP", None):
+            consider(_needed(list(av)))
+        elif (op in _REPEATS or op is getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
+            consider(_needed(list(av[2])))
+        elif op is _c.BRANCH:
+            branches = [_needed(list(b)) for b in av[1]]
+            if all(branches):
+                consider(frozenset().union(*branches))  # type: ignore[arg-type]
+    return best
+
+
+def _selectivity(literals: frozenset[str]) -> tuple[int, int]:
+    return min(len(lit) for lit in literals), -len(literals)
+
+
+# `re` matches these to `i` case-insensitively; casefold() leaves them apart (ſ and K fold to s and k)
+_FOLD_EXTRA = {0x130: "i", 0x131: "i"}
+
+
+def fold(text: str) -> str:
+    """`text` as `required_literals` compares it: every ASCII character `re` could match case-insensitively
+    is its casefold."""
+    return text.translate(_FOLD_EXTRA).casefold()

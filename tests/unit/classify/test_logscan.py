@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 import pytest
 
 from hangwatch.classify import logscan
 from hangwatch.classify.context import Context
+from hangwatch.classify.loader import load_rules
 from hangwatch.classify.memo import ScanMemo
+from hangwatch.classify.regexcheck import fold, required_literals
 from hangwatch.model import Evidence, LogLine
+from hangwatch.parse.logs import read_log_lines
 from helpers.classify_builders import logs
 
 
@@ -85,3 +90,70 @@ def test_a_tick_searches_only_the_lines_that_arrived(monkeypatch: pytest.MonkeyP
     window = log[2000:3000]
     assert Context(Evidence(log=window)).log_hits(pattern) == _per_line(pattern, window)
     assert sum(scanned) == 1000, "a search without a memo reused an earlier call's"
+
+
+# ---------------------------------------------------------------- the literal prefilter
+
+
+def _patterns(obj: object, seen: set[int] | None = None) -> set[re.Pattern[str]]:
+    """Every compiled regex a loaded rule holds."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen or isinstance(obj, (str, bytes, int, float, bool, type(None))):
+        return set()
+    seen.add(id(obj))
+    if isinstance(obj, re.Pattern):
+        return {obj} if isinstance(obj.pattern, str) else set()
+    if isinstance(obj, dict):
+        children: list[object] = [*obj.keys(), *obj.values()]
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        children = list(obj)
+    else:
+        children = list(getattr(obj, "__dict__", {}).values()) + [getattr(obj, s) for s in getattr(obj, "__slots__", ()) if hasattr(obj, s)]
+    return set().union(*(_patterns(child, seen) for child in children)) if children else set()
+
+
+def _logs() -> list[tuple[LogLine, ...]]:
+    roots = [Path(__file__).parents[2]]
+    corpus = Path(os.environ.get("HANGWATCH_CORPUS", Path(__file__).parents[4] / "shared" / "corpus" / "dev"))
+    if corpus.is_dir():
+        roots.append(corpus)
+    return [read_log_lines(path.read_bytes()) for root in roots for path in sorted(root.rglob("server.log"))]
+
+
+def test_a_chunk_the_prefilter_skips_holds_no_match_of_any_shipped_rule() -> None:
+    patterns = _patterns(load_rules())
+    assert len(patterns) > 50
+    skipped = 0
+    for lines in _logs():
+        for chunk in logscan.chunks(lines):
+            for pattern in patterns:
+                if not chunk.may_hold(pattern):
+                    skipped += 1
+                    assert _per_line(pattern, chunk.own) == [], (pattern.pattern, chunk.own[0].text)
+    assert skipped > 1000  # it does skip: most chunks hold none of most rules' texts
+
+
+@pytest.mark.parametrize(("regex", "needed"), [
+    (r"(?i)address already in use|EADDRINUSE|\[Errno 98\]", {"address already in use", "eaddrinuse", "[errno 98]"}),
+    (r"(?i)^(?!.*to silence)(?:.*custom_all_reduce\.cuh|.*cudaIpcOpenMemHandle)", {"custom_all_reduce.cuh", "cudaipcopenmemhandle"}),
+    (r"(?:foo)?bar\d", {"bar"}),
+    (r"(abc)+x", {"abc"}),
+    (r"(abc)*x", None),        # an optional part is no requirement
+    (r"a|bcd", None),          # one alternative has no literal of 3 characters
+    (r"\d+ ranks?", {" rank"}),
+])  # fmt: skip
+def test_required_literals(regex: str, needed: set[str] | None) -> None:
+    assert required_literals(regex) == (frozenset(needed) if needed is not None else None)
+
+
+def test_fold_keeps_every_case_insensitive_match_of_an_ascii_character() -> None:
+    # re matches İ and ı to i, ſ to s and K (Kelvin) to k: folded, they must read as that letter
+    candidates = re.compile(r"[\x00-\x7f]", re.IGNORECASE)
+    for code in range(0x80, 0x110000):
+        other = chr(code)
+        if candidates.fullmatch(other):
+            for ascii_char in map(chr, range(0x80)):
+                if re.fullmatch(re.escape(ascii_char), other, re.IGNORECASE):
+                    assert fold(other) == ascii_char.casefold(), (hex(code), ascii_char)
+    text = "Address ALREADY in use: \u0130\u0131 \u017ftop \u212aill"
+    assert all(lit in fold(text) for lit in ("address already in use", "ii", "stop", "kill"))
