@@ -329,9 +329,9 @@ def _needed(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         elif (op in _REPEATS or op is getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
             consider(_needed(list(av[2])))
         elif op is _c.BRANCH:
-            branches = [_needed(list(b)) for b in av[1]]
-            if all(branches):
-                consider(frozenset().union(*branches))  # type: ignore[arg-type]
+            branches = [found for b in av[1] if (found := _needed(list(b)))]
+            if len(branches) == len(av[1]):  # every alternative needs a text: one of them is in the match
+                consider(frozenset().union(*branches))
     return best
 
 
