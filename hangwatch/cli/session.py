@@ -24,7 +24,7 @@ from hangwatch.sinks.terminal import render, verdict_json, verdict_line
 from hangwatch.watch import Watcher
 from hangwatch.watch.observation import Observation
 
-__all__ = ["SessionOptions", "Session", "parse_exit_on", "EXIT_READY", "EXIT_NOT_READY"]
+__all__ = ["SessionOptions", "Session", "parse_exit_on", "next_wait", "EXIT_READY", "EXIT_NOT_READY"]
 
 EXIT_READY, EXIT_NOT_READY, EXIT_INTERRUPTED = 0, 1, 130
 VerdictCallback = Callable[[Observation, Verdict], None]  # called every tick; must not block
@@ -171,9 +171,21 @@ class Session:
         self.out.flush()
 
     def _sleep(self) -> None:
-        # tick on a steady cadence: the time a tick took comes off the sleep
         interval = 0.2 if self._child_gone else self.options.interval_s
-        time.sleep(max(0.05, interval - (self.watcher.observed_for() % interval)))
+        time.sleep(next_wait(interval, self.watcher.observed_for(), self.watcher.until_budget_end()))
+
+
+_PAST_BUDGET_S = 0.05
+
+
+def next_wait(interval: float, observed: float, until_budget_end: float | None) -> float:
+    """Seconds to the next tick: on a steady cadence (the time a tick took comes off the sleep), or
+    just past the end of the phase's learned budget when that comes first, so that a phase outrunning
+    its budget is decided at the budget and not up to an interval later."""
+    wait = max(0.05, interval - observed % interval)
+    if until_budget_end is not None and 0 <= until_budget_end + _PAST_BUDGET_S < wait:
+        return max(0.05, until_budget_end + _PAST_BUDGET_S)
+    return wait
 
 
 def child_exited(pid: int) -> bool:

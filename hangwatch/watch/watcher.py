@@ -456,6 +456,10 @@ class Watcher:
     def observed_for(self) -> float:
         return self._clock() - self.started
 
+    def until_budget_end(self) -> float | None:
+        """Seconds from now until the current phase outruns its learned budget; None without one."""
+        return self._budget_left(self.observed_for())
+
     def bundle_files(self) -> dict[str, bytes]:
         """A bundle of the latest observation (`collect`, GET /bundle)."""
         with self._lock:

@@ -269,3 +269,32 @@ def test_the_preflight_findings_reach_the_classifier_each_tick() -> None:
     observation, _ = _tick(watcher, 0.0)
     assert observation.preflight == (finding,)
     assert build_evidence(observation).preflight == (finding,)
+
+
+def test_the_loop_ticks_at_the_budgets_end_so_the_stall_is_decided_there() -> None:
+    # GIVEN a phase that always took a second (budget 2 × 1 s + 5 s), stuck with nothing moving
+    from hangwatch.cli.session import next_wait
+
+    def first_stall(cadence_only: bool) -> tuple[float, float | None]:
+        src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+        src.set_stacks(stack("101", 101, frame("Scheduler.event_loop", "sglang/srt/managers/scheduler.py", 900)))
+        src.write(b"".join(line for line in LOG[:38] if b"HS_DUMP" not in line))  # ends at "Load weight begin."
+        now = [0.0]
+        watcher = Watcher(server(), RULES, WatchConfig(gpus=False), sources=src, clock=lambda: now[0],
+                          wall=lambda: WALL0 + now[0], book=_Book([PastStart(20.0, {"weight_load": 1.0})] * 3))
+        budget_end = None
+        while now[0] < 30:
+            _, verdict = _tick(watcher, now[0])
+            if verdict.state is State.STALLED:
+                return now[0], budget_end
+            until = watcher.until_budget_end()
+            budget_end = now[0] + until if until is not None else None
+            now[0] += next_wait(1.0, now[0], None if cadence_only else until)
+        raise AssertionError("never stalled")
+
+    # WHEN the loop sleeps as the session does, THEN the stall comes just past the budget's end
+    at, budget_end = first_stall(cadence_only=False)
+    assert budget_end is not None and budget_end <= at <= budget_end + 0.1, (at, budget_end)
+    # (on the cadence alone it came up to an interval later)
+    late, _ = first_stall(cadence_only=True)
+    assert late > at
