@@ -249,6 +249,11 @@ case("collective-spin-all-gpus-busy", "quiet", "one-rank-still-loading", meta=me
      log=sg_log("capture_begin", tp=4), stacks=stacks_all(4, lambda i: ALLREDUCE_SYNC if i < 3 else LOADER_MAIN),
      gpus=gpus(4, "NVIDIA A100 80GB PCIe", "8.0", util_by=[100, 100, 100, 0]))
 
+case("collective-spin-all-gpus-busy", "quiet", "one-rank-spinning-kernel", meta=meta(gpu="NVIDIA H200", cc="9.0", tp=1),
+     cmdline=SG2.replace("--tp 2", "--tp 1"), log=sg_log("capture_begin"),
+     stacks=stacks_all(1, lambda i: [nat("cuCtxSynchronize_v2", "libcuda.so.1")] + ALLREDUCE_SYNC[:1] + FORWARD, active=True),
+     gpus=gpus(1, "NVIDIA H200", "9.0", util=100))
+
 case("collective-hang-outlier", "fires", "three-wait-one-elsewhere", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
      stacks=stacks_all(4, lambda i: BARRIER_CAPTURE if i != 2 else [fr("MoEGate.forward", "sglang/srt/models/deepseek_v2.py", 310)] + FORWARD))
 case("collective-hang-outlier", "quiet", "all-ranks-alike", meta=meta(tp=4), cmdline=SG4, log=sg_log("capture_begin", tp=4),
