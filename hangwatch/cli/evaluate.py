@@ -1,5 +1,6 @@
 """Score the classifier on a corpus: bundles with an `expected.json` ({"cause", "state", "evidence",
-"determinable"}).
+"determinable"}) beside their meta.json, or beside a `bundle/` folder (a recorded live run: the
+GPU fixtures keep their verdict stream and native dumps next to the bundle).
 
 The dev corpus's INDEX.md defines the score: where the bundle decides the cause (`determinable:
 yes`) the verdict's cause must be it (top-1); where it narrows it to two or three (`partly`) the
@@ -102,11 +103,17 @@ def _top(verdict: Verdict) -> list[str | None]:
     return out[:TOP_N]
 
 
+def _bundle_of(case: Path) -> Path:
+    if not (case / "meta.json").exists() and (case / "bundle" / "meta.json").exists():
+        return case / "bundle"
+    return case
+
+
 def score_case(case: Path, rules: Sequence[Rule], read: Callable[[Path], Evidence]) -> CaseResult:
     expected = _expected(case)
     cause, state = expected.get("cause"), expected.get("state")
     try:
-        evidence = read(case)
+        evidence = read(_bundle_of(case))
     except HangwatchError as exc:
         tier = expected.get("evidence") or "meta-only"
         return CaseResult(str(case), tier, cause, state, error=str(exc), determinable=expected.get("determinable"))

@@ -4,7 +4,8 @@
 - tests/probe_corpus: report-shaped bundles written from the mechanisms, with `healthy-*` live
   cases that must not be called stalled (`python tests/probe_corpus/make_probes.py`);
 - tests/probe_corpus_blind: written from CAUSES.md and the references without reading the rules,
-  scored before any fix at 82 % cause / 80 % state (`python tests/probe_corpus_blind/make_blind.py`).
+  scored before any fix at 82 % cause / 80 % state (`python tests/probe_corpus_blind/make_blind.py`);
+- tests/fixtures/gpu: real NCCL/CUDA hangs recorded on H200s (each bundle in a `bundle/` folder).
 
 Floors were reached on 2026-11-30; raise them when the rules get better, never lower them.
 """
@@ -25,11 +26,13 @@ from helpers.paths import ROOT
 DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
 PROBES = ROOT / "tests" / "probe_corpus"
 BLIND = ROOT / "tests" / "probe_corpus_blind"
+GPU = ROOT / "tests" / "fixtures" / "gpu"
 
 # corpus -> (at least this many cases, cause floor, state floor)
 FLOORS = {
     PROBES: (116, 0.99, 0.99),
     BLIND: (40, 1.0, 0.925),
+    GPU: (6, 1.0, 1.0),
 }
 # The dev corpus of real reports is scored as its INDEX.md defines (docs/accuracy.md): top-1 where
 # `determinable: yes`, top-3 on yes+partly, and how many verdicts are confidently wrong.
@@ -49,7 +52,7 @@ def score(corpus: Path) -> dict:
     return json.loads(out.stdout)
 
 
-@pytest.mark.parametrize("corpus", list(FLOORS), ids=["probe", "blind"])
+@pytest.mark.parametrize("corpus", list(FLOORS), ids=["probe", "blind", "gpu"])
 def test_score_does_not_fall(corpus: Path) -> None:
     if not corpus.is_dir():
         pytest.skip(f"no corpus at {corpus} (set HANGWATCH_CORPUS)")
