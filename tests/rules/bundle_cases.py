@@ -249,6 +249,10 @@ case("collective-spin-all-gpus-busy", "quiet", "one-rank-still-loading", meta=me
      log=sg_log("capture_begin", tp=4), stacks=stacks_all(4, lambda i: ALLREDUCE_SYNC if i < 3 else LOADER_MAIN),
      gpus=gpus(4, "NVIDIA A100 80GB PCIe", "8.0", util_by=[100, 100, 100, 0]))
 
+case("collective-spin-all-gpus-busy", "fires", "dp2-tp1-all-spinning", meta=meta(gpu="NVIDIA H200", cc="9.0", tp=1),
+     cmdline=SG2.replace("--tp 2", "--tp 1 --dp 2"), log=sg_log("capture_begin"),
+     stacks=stacks_all(2, lambda i: [nat("cuCtxSynchronize", "libcuda.so.1")] + ALLREDUCE_SYNC, active=True),
+     gpus=gpus(2, "NVIDIA H200", "9.0", util=100))
 case("collective-spin-all-gpus-busy", "quiet", "one-rank-spinning-kernel", meta=meta(gpu="NVIDIA H200", cc="9.0", tp=1),
      cmdline=SG2.replace("--tp 2", "--tp 1"), log=sg_log("capture_begin"),
      stacks=stacks_all(1, lambda i: [nat("cuCtxSynchronize_v2", "libcuda.so.1")] + ALLREDUCE_SYNC[:1] + FORWARD, active=True),
