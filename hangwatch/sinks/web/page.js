@@ -207,9 +207,16 @@
     return inTree.length && inTree.length < treeLabels(labels).length ? inTree : [];
   }
   // "node/rank" for a rank a node's verdict names: the node that runs it (a verdict may name a peer's rank)
+  // a rank runs on the node whose log it writes, else on the first whose stacks have it (on one host
+  // an agent also samples the other nodes' ranks, as peers: stacks, no log)
+  function ownerOf(data, rank) {
+    return data.nodes.find((n) => rank in timelineRanks(n)) || data.nodes.find((n) => rank in nodeStacks(n));
+  }
   function qualify(data, node, rank) {
-    const owner = data.nodes.find((n) => rank in timelineRanks(n) || rank in nodeStacks(n)) || node;
-    return owner.name + "/" + rank;
+    return (ownerOf(data, rank) || node).name + "/" + rank;
+  }
+  function ownedBy(data, node) { // keeps a node's own ranks, and processes without a rank
+    return (label) => label === "main" || /^\d+$/.test(label) || (ownerOf(data, label) || node) === node;
   }
   function timelineRanks(node) { return (node.timeline && node.timeline.ranks) || {}; }
   function nodeNow(node) { // seconds since this node's watch began, when the data was taken
@@ -415,14 +422,14 @@
   function renderTree(data) {
     let tree;
     if (data.nodes.length > 1) {
-      tree = mergeTrees(data.nodes.map((n) => ({ tree: nodeTree(n), prefix: n.name + "/" })));
+      tree = mergeTrees(data.nodes.map((n) => ({ tree: pruneTree(nodeTree(n), ownedBy(data, n)), prefix: n.name + "/" })));
       // processes without a rank (launchers, by pid) leave the merged tree once any node has ranks
       const kept = new Set(treeLabels(tree.ranks.map((r) => r.replace(/^.*\//, ""))));
       tree = pruneTree(tree, (label) => kept.has(label.replace(/^.*\//, "")));
       const culprits = [];
       data.nodes.forEach((n) => ((n.verdict && n.verdict.ranks) || []).forEach((r) => culprits.push(qualify(data, n, r))));
       const fromNodes = [];
-      data.nodes.forEach((n) => (nodeTree(n).outliers || []).forEach((r) => fromNodes.push(n.name + "/" + r)));
+      data.nodes.forEach((n) => (nodeTree(n).outliers || []).filter(ownedBy(data, n)).forEach((r) => fromNodes.push(n.name + "/" + r)));
       const progress = {};
       data.nodes.forEach((n) => Object.assign(progress, rankProgress(timelineRanks(n), n.name + "/")));
       tree.outliers = data.nodes.some((n) => isBad(n.verdict)) || culprits.length

@@ -55,3 +55,39 @@ def test_live_report_html_is_the_same_page_with_the_data_inside(procs: Procs, br
     assert {"TP0", "TP1"} <= set(page["rows"])
     assert page["outliers"] == ["TP1"]
     assert browser.errors() == []
+
+
+def test_two_nodes_on_one_host_name_the_rank_apart_under_the_node_whose_log_it_writes(browser: Browser, tmp_path: Path) -> None:
+    # GIVEN two nodes' data as the fleet page gets it, from the recorded H200 hang: node 0 runs TP0
+    # (its log) and, on one host, also sampled TP1's stack as a peer; node 1 runs TP1
+    import copy
+    import time
+
+    from hangwatch.bundle.archive import read_bundle_files
+    from hangwatch.bundle.read import evidence_from_files
+    from hangwatch.classify import classify, load_rules
+    from hangwatch.sinks.web import page_data, render_page
+    from hangwatch.sinks.web.report import bundle_node
+
+    files = read_bundle_files(COLLECTIVE)
+    evidence = evidence_from_files(files)
+    whole = bundle_node(files, evidence, classify(evidence, load_rules()), name="x")
+    assert whole["verdict"]["ranks"] == ["TP1"]
+    nodes = []
+    for name, own in (("node0", "TP0"), ("node1", "TP1")):
+        node = copy.deepcopy(whole)
+        node["name"] = name
+        node["timeline"]["ranks"] = {own: whole["timeline"]["ranks"][own]}
+        node["stacks"].pop("tree", None)
+        if own == "TP1":
+            node["stacks"]["stacks"] = {"TP1": whole["stacks"]["stacks"]["TP1"]}
+        nodes.append(node)
+    html, _ = render_page("report", title="two nodes", data=page_data("report", "two nodes", nodes, generated_at=time.time()))
+    report = tmp_path / "fleet.html"
+    report.write_text(html, encoding="utf-8")
+    # WHEN it is drawn
+    browser.driver.get(report.as_uri())
+    page = wait_until(lambda: (f := facts(browser))["state"] and f["outliers"] and f, 10, "the page to draw")
+    # THEN TP1 stands apart once, under node 1, not also under the agent that sampled it as a peer
+    assert page["outliers"] == ["node1/TP1"], page["outliers"]
+    assert browser.errors() == []
