@@ -120,6 +120,11 @@ class ProcessRecord:
     # the watched tree, not part of it (its exit is not the watched server's crash)
     peer: bool = False
 
+    @property
+    def exited(self) -> bool:
+        """It runs no more: gone, or a zombie its parent has not reaped."""
+        return not self.alive or self.state == "Z"
+
 
 @dataclass(frozen=True)
 class ListeningSocket:

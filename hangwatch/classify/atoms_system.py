@@ -187,7 +187,7 @@ def _death(proc: ProcessRecord) -> str:
 
 
 def proc_dead(arg: ProcArg, ctx: Context) -> AtomResult:
-    dead = [p for p in ctx.evidence.procs if p.role in arg.roles and (not p.alive or p.state == "Z")]
+    dead = [p for p in ctx.evidence.procs if p.role in arg.roles and p.exited]
     if not dead:
         return NO
     roles = ctx.exit_roles

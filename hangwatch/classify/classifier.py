@@ -147,7 +147,7 @@ def is_crashed(ctx: Context) -> bool:
     if any(p.role == "launcher" and not p.alive for p in procs):
         return True
     ranks = [p for p in procs if p.role in rank_roles() and not p.peer]
-    return bool(ranks) and not any(p.alive and p.state != "Z" for p in ranks)
+    return bool(ranks) and all(p.exited for p in ranks)
 
 
 def budget_phase(ctx: Context) -> Phase:

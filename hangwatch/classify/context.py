@@ -105,7 +105,7 @@ _NOT_SERVER = frozenset({"compiler", "other"})
 
 
 def exit_roles(procs: tuple[ProcessRecord, ...]) -> dict[int, str]:
-    dead = [p for p in procs if p.role not in _NOT_SERVER and (not p.alive or p.state == "Z")]
+    dead = [p for p in procs if p.role not in _NOT_SERVER and p.exited]
     if len(dead) < 2:
         return {}
     timed = [p for p in dead if p.exit_time is not None]

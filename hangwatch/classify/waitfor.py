@@ -134,13 +134,13 @@ def wait_graph(evidence: Evidence) -> tuple[dict[str, _Node], dict[str, list[str
     nodes: dict[str, _Node] = {}
     for label, stack in stacks.items():
         proc = ctx.proc_of(stack)
-        if proc is not None and (not proc.alive or proc.state == "Z"):
+        if proc is not None and proc.exited:
             nodes[label] = _Node(label, proc, None, dead=True)  # its last stack is from before it died
             continue
         nodes[label] = _Node(label, proc, process_wait(stack, proc))
     for proc in evidence.procs:
         label = proc.rank or f"pid {proc.pid}"
-        if (proc.rank or proc.role in rank_roles()) and label not in nodes and (not proc.alive or proc.state == "Z"):
+        if (proc.rank or proc.role in rank_roles()) and label not in nodes and proc.exited:
             nodes[label] = _Node(label, proc, None, dead=True)
     for label in _absent_ranks(evidence, nodes):
         nodes[label] = _Node(label, None, None, absent=True)
