@@ -375,7 +375,7 @@ def _bounded_stack_file(name: str, data: bytes, limit: int, missing: list[Missin
     if len(data) <= limit:
         return data
     bound = f"stack files are read up to {MAX_STACK_FILE_BYTES // 2**20} MiB each, {MAX_STACKS_BYTES // 2**20} MiB in all"
-    cut = data.rfind(b"\n", 0, max(limit, 0)) + 1
+    cut = data.rfind(b"\n", 0, limit) + 1
     if data[:4096].lstrip()[:1] in (b"[", b"{") or cut == 0:
         missing.append(Missing("stacks", f"{name}: {len(data) // 1024} KiB, not read ({bound})", "py-spy dump --pid PID [--json]"))
         return b""

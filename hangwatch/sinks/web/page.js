@@ -73,7 +73,8 @@
   function swatch(color) { return "<svg class=\"swatch\" width=\"11\" height=\"11\"><rect width=\"11\" height=\"11\" rx=\"2\" fill=\"" + esc(color) + "\"/></svg>"; }
   function isBad(v) { return !!v && (v.state === "stalled" || v.state === "crashed"); }
   // a process without a rank is labelled by its pid
-  function rankName(label) { return /^\d+$/.test(label) ? "pid " + label : label; }
+  function isPid(label) { return /^\d+$/.test(label); } // a process without a rank label
+  function rankName(label) { return isPid(label) ? "pid " + label : label; }
   function phaseOrder(p) { const i = PHASES.indexOf(p); return i < 0 ? -1 : i; }
   function setHTML(id, html) {
     const node = $(id);
@@ -102,7 +103,7 @@
   }
   // processes without a rank (the launcher, labelled by pid) are not ranks: left out when ranks exist
   function treeLabels(labels) {
-    const ranks = labels.filter((l) => !/^\d+$/.test(l));
+    const ranks = labels.filter((l) => !isPid(l));
     return ranks.length ? ranks : labels;
   }
   // The merged stack tree (the same shape as the server's /stacks "tree").
@@ -216,7 +217,7 @@
     return (ownerOf(data, rank) || node).name + "/" + rank;
   }
   function ownedBy(data, node) { // keeps a node's own ranks, and processes without a rank
-    return (label) => label === "main" || /^\d+$/.test(label) || (ownerOf(data, label) || node) === node;
+    return (label) => label === "main" || isPid(label) || (ownerOf(data, label) || node) === node;
   }
   function timelineRanks(node) { return (node.timeline && node.timeline.ranks) || {}; }
   function nodeNow(node) { // seconds since this node's watch began, when the data was taken
@@ -272,7 +273,7 @@
       } else {
         // no rank named: the processes whose stacks decided it, else every rank (a few ranks, all waiting)
         const deciding = culpritsOf(focus);
-        const shown = deciding.length ? deciding : sortedRanks(Object.keys(nodeStacks(focus)).filter((l) => !/^\d+$/.test(l)));
+        const shown = deciding.length ? deciding : sortedRanks(Object.keys(nodeStacks(focus)).filter((l) => !isPid(l)));
         for (const r of shown.slice(0, 4)) {
           const frames = stuckWhere(focus, r), phase = (v.phases || {})[r];
           where.push("<div class=\"blocker\"><span class=\"culprit\">" + esc(rankName(r)) + "</span> " +
