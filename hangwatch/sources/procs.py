@@ -100,10 +100,8 @@ class ProcessSampler:
         if peer:
             record = replace(record, peer=True)
         previous = self._seen.get((record.pid, record.create_time))
-        if previous is not None and not record.alive:
-            # a zombie shows only its comm, cut to 15 characters: it keeps the title it died with
-            before = previous.record
-            record = replace(record, cmdline=before.cmdline, role=before.role, rank=before.rank)
+        if previous is not None:
+            record = keep_title(previous.record, record)
         percent = _cpu_percent(previous, record.cpu_time_s, now)
         if percent is not None:
             record = replace(record, cpu_percent=percent)
@@ -120,6 +118,22 @@ class ProcessSampler:
             self._dead.popitem(last=False)
         for key in alive_keys:
             self._dead.pop(key, None)
+
+
+def keep_title(before: ProcessRecord, now: ProcessRecord) -> ProcessRecord:
+    """The same process's record, with the title it had while its argv could be read.
+
+    An exiting process drops its memory before it turns zombie; from then on /proc shows only its
+    comm, cut to 15 characters (`[sglang::schedul]`), and the rank in its title is gone. A rank
+    sampled in that window, or as a zombie, keeps the title it died with."""
+    argv_gone = not now.alive or _shown_by_comm(now)
+    if not argv_gone or _shown_by_comm(before):
+        return now
+    return replace(now, cmdline=before.cmdline, role=before.role, rank=before.rank)
+
+
+def _shown_by_comm(record: ProcessRecord) -> bool:
+    return record.cmdline.startswith("[")  # as _cmdline writes a process without argv
 
 
 def _keyed(procs: list[psutil.Process]) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:

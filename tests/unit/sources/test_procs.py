@@ -9,8 +9,10 @@ import time
 import pytest
 
 from hangwatch.errors import SourceUnavailable
+from hangwatch.model import ProcessRecord
 from hangwatch.sources.procs import (
     ProcessSampler,
+    keep_title,
     process_role,
     read_io_bytes,
     read_procs,
@@ -197,3 +199,18 @@ def test_a_rank_that_died_unreaped_keeps_the_title_it_had(spawner: Spawner, tmp_
     # THEN the sampler that saw it alive still names it TP1, dead
     record = by_pid(sampler.sample(parent.pid))[kid]
     assert (record.alive, record.role, record.rank) == (False, "scheduler", "TP1")
+
+
+def test_a_rank_sampled_while_it_exits_keeps_its_title_through_every_later_sample() -> None:
+    # GIVEN a rank seen alive with its title, then in the exit window (memory gone, argv unreadable,
+    # /proc shows its comm, state still R), then as a zombie
+    alive = ProcessRecord(pid=7, ppid=1, cmdline="sglang::scheduler_TP1", role="scheduler", rank="TP1", state="S")
+    exiting = ProcessRecord(pid=7, ppid=1, cmdline="[sglang::schedul]", role="scheduler", rank=None, state="R")
+    zombie = ProcessRecord(pid=7, ppid=1, cmdline="[sglang::schedul]", role="scheduler", rank=None, state="Z", alive=False)
+    # WHEN each sample is read against the one before
+    window = keep_title(alive, exiting)
+    dead = keep_title(window, zombie)
+    # THEN the rank stays named through both, and a live title change still shows
+    assert (window.rank, window.state, dead.rank, dead.alive) == ("TP1", "R", "TP1", False)
+    renamed = ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker_TP0", role="worker", rank="TP0")
+    assert keep_title(ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker", role="worker"), renamed) == renamed
