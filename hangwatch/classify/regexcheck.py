@@ -47,7 +47,10 @@ else:
 __all__ = ["UnsafeRegex", "can_match_newline", "check_linear", "fold", "required_literals"]
 
 _REPEATS = {_c.MAX_REPEAT, _c.MIN_REPEAT}
-_ATOMIC = {getattr(_c, "POSSESSIVE_REPEAT", None), getattr(_c, "ATOMIC_GROUP", None)} - {None}
+# Python 3.11+: None before (where `re` has neither, no pattern holds them)
+_POSSESSIVE_REPEAT = getattr(_c, "POSSESSIVE_REPEAT", None)
+_ATOMIC_GROUP = getattr(_c, "ATOMIC_GROUP", None)
+_ATOMIC = {_POSSESSIVE_REPEAT, _ATOMIC_GROUP} - {None}
 _ZERO_WIDTH = {_c.AT, _c.ASSERT, _c.ASSERT_NOT}
 
 # Characters the first-character sets are computed over: ASCII and Latin-1, plus a few letters and
@@ -111,7 +114,7 @@ def _flags_of(parsed: Any) -> int:
             flags |= int(av[1] or 0)
             stack.extend(av[-1])
         elif op in _REPEATS or op in _ATOMIC:
-            stack.extend(av[-1] if op in _REPEATS else av)
+            stack.extend(av if op is _ATOMIC_GROUP else av[-1])
         elif op is _c.BRANCH:
             for branch in av[1]:
                 stack.extend(branch)
@@ -194,7 +197,7 @@ class _Walk:
                 if av[0] > 0 and not self.nullable(list(av[2])):
                     return False
             elif op in _ATOMIC:
-                if not self.nullable(list(av[-1] if op is not getattr(_c, "ATOMIC_GROUP", None) else av)):
+                if not self.nullable(list(av if op is _ATOMIC_GROUP else av[-1])):
                     return False
             else:
                 return False
@@ -216,9 +219,9 @@ class _Walk:
             return frozenset().union(*(self.first(list(b)) for b in av[1]))
         if op in _REPEATS:
             return self.first(list(av[2]))
-        if op is getattr(_c, "ATOMIC_GROUP", None):
+        if op is _ATOMIC_GROUP:
             return self.first(list(av))
-        if op is getattr(_c, "POSSESSIVE_REPEAT", None):
+        if op is _POSSESSIVE_REPEAT:
             return self.first(list(av[2]))
         if op in _ZERO_WIDTH:
             return frozenset()
@@ -233,9 +236,9 @@ class _Walk:
             elif op is _c.BRANCH:
                 for b in av[1]:
                     out |= self.chars(list(b))
-            elif op in _REPEATS or op is getattr(_c, "POSSESSIVE_REPEAT", None):
+            elif op in _REPEATS or op is _POSSESSIVE_REPEAT:
                 out |= self.chars(list(av[2]))
-            elif op is getattr(_c, "ATOMIC_GROUP", None):
+            elif op is _ATOMIC_GROUP:
                 out |= self.chars(list(av))
             elif op in (_c.ASSERT, _c.ASSERT_NOT):
                 out |= self.chars(list(av[1]))
@@ -305,6 +308,9 @@ def required_literals(pattern: str, flags: int = 0) -> frozenset[str] | None:
     return _needed(list(parsed.data))
 
 
+_END = object()  # closes the last run of literals
+
+
 def _needed(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
     """The most selective requirement among `items` in sequence: one of them holds in any match."""
     best: frozenset[str] | None = None
@@ -315,7 +321,7 @@ def _needed(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         if found and (best is None or _selectivity(found) > _selectivity(best)):
             best = found
 
-    for op, av in [*items, (None, None)]:
+    for op, av in [*items, (_END, None)]:
         if op is _c.LITERAL and chr(av).isascii():
             run.append(chr(av).casefold())
             continue
@@ -324,9 +330,9 @@ def _needed(items: list[tuple[Any, Any]]) -> frozenset[str] | None:
         run = []
         if op is _c.SUBPATTERN:
             consider(_needed(list(av[-1])))
-        elif op is getattr(_c, "ATOMIC_GROUP", None):
+        elif op is _ATOMIC_GROUP:
             consider(_needed(list(av)))
-        elif (op in _REPEATS or op is getattr(_c, "POSSESSIVE_REPEAT", None)) and av[0] >= 1:
+        elif (op in _REPEATS or op is _POSSESSIVE_REPEAT) and av[0] >= 1:
             consider(_needed(list(av[2])))
         elif op is _c.BRANCH:
             branches = [found for b in av[1] if (found := _needed(list(b)))]

@@ -12,7 +12,7 @@ from hangwatch.classify import logscan
 from hangwatch.classify.context import Context
 from hangwatch.classify.loader import load_rules
 from hangwatch.classify.memo import ScanMemo
-from hangwatch.classify.regexcheck import fold, required_literals
+from hangwatch.classify.regexcheck import can_match_newline, fold, required_literals
 from hangwatch.model import Evidence, LogLine
 from hangwatch.parse.logs import read_log_lines
 from helpers.classify_builders import logs
@@ -133,6 +133,11 @@ def test_a_chunk_the_prefilter_skips_holds_no_match_of_any_shipped_rule() -> Non
     assert skipped > 1000  # it does skip: most chunks hold none of most rules' texts
 
 
+def test_a_possessive_repeat_or_an_atomic_group_is_read_for_newlines() -> None:
+    # the scoped-flags walk took a possessive repeat's (min, max, body) for its body and failed
+    assert (can_match_newline(r"(?:a\nb)++"), can_match_newline(r"(?:abc)++"), can_match_newline(r"(?>a\sb)")) == (True, False, True)
+
+
 @pytest.mark.parametrize(("regex", "needed"), [
     (r"(?i)address already in use|EADDRINUSE|\[Errno 98\]", {"address already in use", "eaddrinuse", "[errno 98]"}),
     (r"(?i)^(?!.*to silence)(?:.*custom_all_reduce\.cuh|.*cudaIpcOpenMemHandle)", {"custom_all_reduce.cuh", "cudaipcopenmemhandle"}),
@@ -141,6 +146,8 @@ def test_a_chunk_the_prefilter_skips_holds_no_match_of_any_shipped_rule() -> Non
     (r"(abc)*x", None),        # an optional part is no requirement
     (r"a|bcd", None),          # one alternative has no literal of 3 characters
     (r"\d+ ranks?", {" rank"}),
+    (r"(?:abcd)++x", {"abcd"}),   # a possessive repeat of at least one
+    (r"(?>wxyz|wxy)z", {"wxy"}),  # an atomic group
 ])  # fmt: skip
 def test_required_literals(regex: str, needed: set[str] | None) -> None:
     assert required_literals(regex) == (frozenset(needed) if needed is not None else None)
