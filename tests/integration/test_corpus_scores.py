@@ -14,16 +14,14 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from helpers.paths import ROOT
+from helpers.paths import DEV_CORPUS, ROOT
 
-DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))
 PROBES = ROOT / "tests" / "probe_corpus"
 BLIND = ROOT / "tests" / "probe_corpus_blind"
 GPU = ROOT / "tests" / "fixtures" / "gpu"
@@ -63,9 +61,9 @@ def test_score_does_not_fall(corpus: Path) -> None:
     assert summary["state_accuracy"] >= state_floor - 1e-9, summary["state_accuracy"]
 
 
-@pytest.mark.skipif(not DEV.is_dir(), reason=f"no corpus at {DEV} (set HANGWATCH_CORPUS)")
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
 def test_dev_scores_by_determinable_do_not_fall() -> None:
-    summary = score(DEV)
+    summary = score(DEV_CORPUS)
     by = summary["by_determinable"]
     assert summary["cases"] >= DEV_CASES
     assert by["yes"]["accuracy"] >= DEV_YES_TOP1 - 1e-3, summary["confusions"]
@@ -77,9 +75,9 @@ def test_dev_scores_by_determinable_do_not_fall() -> None:
     assert summary["state_accuracy"] >= DEV_STATE - 1e-3
 
 
-@pytest.mark.skipif(not DEV.is_dir(), reason=f"no corpus at {DEV} (set HANGWATCH_CORPUS)")
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
 def test_dev_reliability_table_covers_every_verdict() -> None:
-    summary = score(DEV)
+    summary = score(DEV_CORPUS)
     rows = summary["reliability"]
     assert sum(row["cases"] for row in rows) == summary["cases"]
     # what a confident verdict claims, it mostly is: right at >= 0.6 no less often than this

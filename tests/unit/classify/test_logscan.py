@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -16,6 +14,7 @@ from hangwatch.classify.regexcheck import can_match_newline, fold, required_lite
 from hangwatch.model import Evidence, LogLine
 from hangwatch.parse.logs import read_log_lines
 from helpers.classify_builders import logs
+from helpers.paths import DEV_CORPUS, TESTS
 
 
 def _per_line(pattern: re.Pattern[str], lines: tuple[LogLine, ...]) -> list[LogLine]:
@@ -113,10 +112,7 @@ def _patterns(obj: object, seen: set[int] | None = None) -> set[re.Pattern[str]]
 
 
 def _logs() -> list[tuple[LogLine, ...]]:
-    roots = [Path(__file__).parents[2]]
-    corpus = Path(os.environ.get("HANGWATCH_CORPUS", Path(__file__).parents[4] / "shared" / "corpus" / "dev"))
-    if corpus.is_dir():
-        roots.append(corpus)
+    roots = [TESTS, *([DEV_CORPUS] if DEV_CORPUS.is_dir() else [])]
     return [read_log_lines(path.read_bytes()) for root in roots for path in sorted(root.rglob("server.log"))]
 
 

@@ -14,12 +14,10 @@ from hangwatch.bundle import read_bundle
 from hangwatch.classify import ScanMemo, classify, load_rules
 from hangwatch.model import Evidence, Verdict
 from hangwatch.parse.logs import read_log_lines
+from helpers.paths import DEV_CORPUS
 
 RULES = load_rules()
 PACKAGE = Path(hangwatch.__file__).parent
-CORPUS = PACKAGE.parents[1] / "shared" / "corpus" / "dev"
-if not CORPUS.is_dir():
-    CORPUS = Path("/work/shared/corpus/dev")
 
 CRASH = (b"[2026-12-01 00:00:00 TP0] Init torch distributed begin.\n"
          b"Traceback (most recent call last):\n"
@@ -31,8 +29,8 @@ STUCK = b"[2026-12-01 00:00:00 TP0] Init torch distributed begin.\n[2026-12-01 0
 def _evidence() -> list[Evidence]:
     found = [Evidence(log=read_log_lines(CRASH), since_last_progress_s=900.0),
              Evidence(log=read_log_lines(STUCK), since_last_progress_s=900.0)]  # fmt: skip
-    if CORPUS.is_dir():
-        found += [read_bundle(case) for case in sorted(CORPUS.iterdir()) if (case / "server.log").is_file()][:6]
+    if DEV_CORPUS.is_dir():
+        found += [read_bundle(case) for case in sorted(DEV_CORPUS.iterdir()) if (case / "server.log").is_file()][:6]
     return found
 
 

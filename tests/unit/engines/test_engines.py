@@ -10,6 +10,7 @@ import pytest
 from hangwatch.engines import MAIN, get_engine, guess_engine, rank_positions, ready_seen
 from hangwatch.model import Phase, PhaseEvent
 from hangwatch.parse.logs import read_log_lines
+from helpers.paths import DEV_CORPUS
 
 SGLANG = get_engine("sglang")
 VLLM = get_engine("vllm")
@@ -409,9 +410,7 @@ def test_vllm_moe_backend_line_is_not_the_attention_backend():
 
 
 def open_corpus(case: str) -> bytes:
-    from pathlib import Path
-
-    path = Path("/work/shared/corpus/dev") / case / "server.log"
+    path = DEV_CORPUS / case / "server.log"
     if not path.exists():
         pytest.skip(f"corpus case {case} not present")
     return path.read_bytes()

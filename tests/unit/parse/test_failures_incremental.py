@@ -3,23 +3,18 @@ the new lines. Without a memo nothing is kept: every read is a fresh one."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from hangwatch.model import LogLine
 from hangwatch.parse import failures
 from hangwatch.parse.failures import FailureMemo, read_failures
 from hangwatch.parse.logs import read_log_lines
-
-CORPUS = Path(__file__).resolve().parents[4] / "shared" / "corpus" / "dev"
-if not CORPUS.is_dir():
-    CORPUS = Path("/work/shared/corpus/dev")
+from helpers.paths import DEV_CORPUS
 
 
 def _logs() -> list[tuple[LogLine, ...]]:
     found = []
-    for case in sorted(CORPUS.glob("*/server.log")):
+    for case in sorted(DEV_CORPUS.glob("*/server.log")):
         lines = read_log_lines(case.read_bytes())
         if any("Traceback" in line.text for line in lines):
             found.append(lines)
@@ -32,7 +27,7 @@ def _fresh(lines: tuple[LogLine, ...]) -> tuple[failures.Failure, ...]:
     return read_failures(lines)
 
 
-@pytest.mark.skipif(not CORPUS.is_dir(), reason="the corpus is not here")
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason="the corpus is not here")
 def test_a_log_read_as_it_grows_gives_what_one_read_of_the_whole_gives() -> None:
     logs = _logs()
     assert logs
@@ -115,7 +110,7 @@ def test_without_a_memo_every_read_is_a_whole_read(monkeypatch: pytest.MonkeyPat
 
 
 def test_two_memos_and_none_read_the_same() -> None:
-    logs = _logs()[:4] if CORPUS.is_dir() else []
+    logs = _logs()[:4] if DEV_CORPUS.is_dir() else []
     logs.append(read_log_lines(b"Traceback (most recent call last):\n  File \"a.py\", line 1, in f\nValueError: x\n"))
     one, two = FailureMemo(), FailureMemo()
     for lines in logs:
