@@ -6,10 +6,17 @@ and skips an all-reduce while TP0 waits in it.
 
 from __future__ import annotations
 
+import copy
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
+from hangwatch.bundle.archive import read_bundle_files
+from hangwatch.bundle.read import evidence_from_files
+from hangwatch.classify import classify, load_rules
+from hangwatch.sinks.web import page_data, render_page
+from hangwatch.sinks.web.report import bundle_node
 from helpers.chrome import Browser, facts
 from helpers.pageprocs import HANGWATCH, ROOT, Procs, start_test_server, wait_until
 
@@ -60,15 +67,6 @@ def test_live_report_html_is_the_same_page_with_the_data_inside(procs: Procs, br
 def test_two_nodes_on_one_host_name_the_rank_apart_under_the_node_whose_log_it_writes(browser: Browser, tmp_path: Path) -> None:
     # GIVEN two nodes' data as the fleet page gets it, from the recorded H200 hang: node 0 runs TP0
     # (its log) and, on one host, also sampled TP1's stack as a peer; node 1 runs TP1
-    import copy
-    import time
-
-    from hangwatch.bundle.archive import read_bundle_files
-    from hangwatch.bundle.read import evidence_from_files
-    from hangwatch.classify import classify, load_rules
-    from hangwatch.sinks.web import page_data, render_page
-    from hangwatch.sinks.web.report import bundle_node
-
     files = read_bundle_files(COLLECTIVE)
     evidence = evidence_from_files(files)
     whole = bundle_node(files, evidence, classify(evidence, load_rules()), name="x")

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from hangwatch.classify import RULES_DIR, load_rules
+from hangwatch.cli.session import next_wait
 from hangwatch.model import Finding, Origin, State
 from hangwatch.watch import WatchConfig, Watcher
 from hangwatch.watch.budgets import PastStart, SetupKey
@@ -273,8 +274,6 @@ def test_the_preflight_findings_reach_the_classifier_each_tick() -> None:
 
 def test_the_loop_ticks_at_the_budgets_end_so_the_stall_is_decided_there() -> None:
     # GIVEN a phase that always took a second (budget 2 × 1 s + 5 s), stuck with nothing moving
-    from hangwatch.cli.session import next_wait
-
     def first_stall(cadence_only: bool) -> tuple[float, float | None]:
         src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
         src.set_stacks(stack("101", 101, frame("Scheduler.event_loop", "sglang/srt/managers/scheduler.py", 900)))
