@@ -20,6 +20,7 @@ class State(str, enum.Enum):
     STALLED = "stalled"
     READY = "ready"
     CRASHED = "crashed"
+    UNKNOWN = "unknown"  # a bundle that holds no evidence: not enough to say whether it hung
 
 
 class Phase(str, enum.Enum):

@@ -29,6 +29,7 @@ STATE_STYLES = {
     State.STALLED: "bold red",
     State.READY: "bold green",
     State.CRASHED: "bold magenta",
+    State.UNKNOWN: "dim",
 }
 STATE_ICONS = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
 _HEALTHY = {State.STARTING: "starting; nothing unusual yet", State.READY: "the server is ready"}
