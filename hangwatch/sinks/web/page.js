@@ -343,7 +343,7 @@
       const v = n.verdict, st = v ? v.state : "unreachable";
       return "<div class=\"node" + (apart.has(n.name) ? " apart" : "") + "\" data-node=\"" + esc(n.name) + "\"><span class=\"st st-" + esc(st) + "\">" + esc(st) +
         "</span><b>" + esc(n.name) + "</b> <span class=\"muted mono\">" + esc(n.url || "") + "</span><br>" +
-        (v ? esc(v.cause || STATE_WORDS[v.state] || "") + (v.ranks && v.ranks.length ? " · ranks " + esc(compactRanks(v.ranks)) : "") : "<span class=\"error\">" + esc(n.error || "no data") + "</span>") + "</div>";
+        (v ? esc(v.cause || STATE_WORDS[v.state] || "") + (v.ranks && v.ranks.length ? " · ranks " + esc(compactRanks(v.ranks)) : "") : "<span class=\"error\">" + esc(downLine(n)) + "</span>") + "</div>";
     });
     setHTML("fleet", "<h2>Nodes <small>" + data.nodes.length + " agents</small></h2>" + head + "<div class=\"nodes\">" + cards.join("") + "</div>");
   }
@@ -515,9 +515,15 @@
         else seen.set(key, { e: e, nodes: [n.name] });
       }
     }
+    // a node that does not answer is evidence for the ones that do (a rendezvous waiting for it, say)
+    for (const n of data.nodes.length > 1 ? data.nodes : []) {
+      if (n.verdict) continue;
+      const e = { text: "node " + n.name + " " + downLine(n), source: "fleet: " + (n.url || n.name), role: null };
+      seen.set(e.text + "\u0000" + e.source, { e: e, nodes: [] });
+    }
     const items = Array.from(seen.values()).map(({ e, nodes }) => {
       const role = e.role === "root" || e.role === "consequence" ? "<span class=\"role " + e.role + "\">" + (e.role === "root" ? "root" : "consequence") + "</span>" : "";
-      return "<li>" + role + esc(e.text) + "<span class=\"src\">" + (data.nodes.length > 1 ? esc(nodes.join(", ")) + ": " : "") + esc(e.source) + "</span></li>";
+      return "<li>" + role + esc(e.text) + "<span class=\"src\">" + (nodes.length && data.nodes.length > 1 ? esc(nodes.join(", ")) + ": " : "") + esc(e.source) + "</span></li>";
     });
     setHTML("evidence", items.length ? "<ul class=\"evidence\" id=\"evidence-list\">" + items.join("") + "</ul>" : "<p class=\"muted\">No deciding evidence: nothing looks wrong.</p>");
   }
@@ -605,12 +611,17 @@
     setHTML("footer", "hangwatch · " + esc(names.join(" · ")) + " · " + esc(when));
   }
 
-  // the node whose verdict heads the page: the one standing apart, else the worst state
+  // the node whose verdict heads the page: the one standing apart, else the most urgent verdict; a node
+  // that does not answer has no diagnosis to lead with (its card and the evidence say it is down)
   function focusNode(data) {
     const apart = (data.fleet && data.fleet.apart) || [];
     const byName = data.nodes.find((n) => apart.includes(n.name) && n.verdict);
     if (byName) return byName;
-    return data.nodes.slice().sort((a, b) => (STATE_RANK[(b.verdict || {}).state] ?? 5) - (STATE_RANK[(a.verdict || {}).state] ?? 5))[0] || { name: "?", verdict: null };
+    const urgency = (n) => (n.verdict ? STATE_RANK[n.verdict.state] ?? 0 : -1);
+    return data.nodes.slice().sort((a, b) => urgency(b) - urgency(a))[0] || { name: "?", verdict: null };
+  }
+  function downLine(n) { // "node 1 unreachable since 20:41 — is it started?"
+    return "unreachable" + (num(n.down_since) !== null ? " since " + fmtClock(n.down_since) : "") + " — is it started? (" + (n.error || "no data") + ")";
   }
 
   function render(data) {
