@@ -10,6 +10,8 @@ calls the foreign library and come out as one of these.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -63,3 +65,16 @@ class SourceUnavailable(HangwatchError):
 
 class TargetError(HangwatchError, LookupError):
     help_text = "Give the pid of the server's launcher or of any of its ranks (schedulers, workers)."
+
+
+def run_entry_point(main: Callable[[], None]) -> None:
+    """Run a `python -m hangwatch.…` tool: a HangwatchError (no NVML here, say) is one line and exit 2,
+    never a traceback. The line passes the redaction boundary like every other output."""
+    from hangwatch.redact import redact_text, terminal_safe
+
+    try:
+        main()
+    except HangwatchError as exc:
+        message = f"hangwatch: error: {exc}" + (f"\n{exc.help_text}" if exc.help_text else "")
+        print(redact_text(terminal_safe(message)), file=sys.stderr)
+        sys.exit(2)

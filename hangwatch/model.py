@@ -20,6 +20,7 @@ class State(str, enum.Enum):
     STALLED = "stalled"
     READY = "ready"
     CRASHED = "crashed"
+    UNKNOWN = "unknown"  # a bundle that holds no evidence: not enough to say whether it hung
 
 
 class Phase(str, enum.Enum):
@@ -189,6 +190,14 @@ class ThreadStack:
     @property
     def top(self) -> Frame | None:
         return self.frames[0] if self.frames else None
+
+    @property
+    def readable_top(self) -> Frame | None:
+        """The frame a person reads first: the innermost Python frame, else a native one with a symbol;
+        a bare address (`0x7f79a92a3f16`) only when there is nothing else."""
+        python = (f for f in self.frames if f.origin is not Origin.NATIVE)
+        named = (f for f in self.frames if not f.function.lower().startswith(("0x", "?")) and f.function)
+        return next(python, None) or next(named, None) or self.top
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ def _entry(cause: Cause, rules: Sequence[Rule], checks: Sequence[Rule]) -> Cause
     # a rule without its own state decides a stall once it holds (classify/classifier.py)
     states = {(rule.state or State.STALLED).value for rule in mine}
     if cause.id == "unknown":
-        states.add(State.STALLED.value)  # the verdict when nothing explains a stall
+        states.update((State.STALLED.value, State.UNKNOWN.value))  # nothing explains a stall; nothing to go on
     order = [state.value for state in State]
     return CauseEntry(
         cause=cause,

@@ -172,6 +172,7 @@ STATES: dict[str, str] = {
     'stalled': "nothing has moved for longer than the phase's budget, or the evidence shows a wait that cannot end",
     'ready': "the server finished its own start-up: it printed its ready line (SGLang `The server is fired up and ready to roll!`; vLLM `Application startup complete.` after the engine is up) or answered a real generation. An open port alone is not ready: the server's own warm-up request may still hang (`warmup_request`)",
     'crashed': 'the server or one of its ranks exited',
+    'unknown': 'a bundle that holds no observation at all (only `meta.json`): not enough evidence to say whether the start hung (never live: a watched server always has processes)',
 }
 
 # Severity order: a higher index wins a tie between matches of equal confidence and specificity.

@@ -12,7 +12,7 @@ from typing import Any
 
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
-from hangwatch.classify.context import Context, label_order
+from hangwatch.classify.context import Context, Position, label_order
 from hangwatch.classify.differential import candidates_for, cites, failure_tier
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
@@ -152,20 +152,24 @@ def is_crashed(ctx: Context) -> bool:
 
 def budget_phase(ctx: Context) -> Phase:
     """The phase whose budget applies: the one the furthest-behind rank is in or about to begin."""
-    if ctx.behind is None:
-        return Phase.LAUNCH
-    phase, ended = ctx.behind[1]
+    return Phase.LAUNCH if ctx.behind is None else now_in(ctx.behind[1])
+
+
+def now_in(position: Position) -> Phase:
+    """The phase a rank is in: one that logged a phase's end (`Load weight end.`) is in the next one,
+    so every surface names the phase the log proves, never one the rank has finished."""
+    phase, ended = position
     phases = list(Phase)
     return phases[min(phase.order + 1, len(phases) - 1)] if ended else phase
 
 
 def _phases(ctx: Context) -> dict[str, Phase]:
-    return {rank: ctx.positions[rank][0] for rank in sorted(ctx.positions, key=label_order)}
+    return {rank: now_in(ctx.positions[rank]) for rank in sorted(ctx.positions, key=label_order)}
 
 
 def _common(ctx: Context) -> dict[str, Any]:
     return {
-        "phase": ctx.behind[1][0] if ctx.behind else None,
+        "phase": now_in(ctx.behind[1]) if ctx.behind else None,
         "phases": _phases(ctx),
         "since_s": ctx.quiet_s,
         "engine": ctx.engine,
@@ -255,9 +259,26 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
     return Verdict(
         state=State.STALLED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
         title="Stalled, and no rule explains it", message=message, evidence=_where_it_stands(ctx),
-        remedy="Look at the evidence below, collect what is missing, and report the bundle.",
+        remedy="Read the evidence and the missing evidence listed with this verdict, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
         candidates=candidates_for(ranked, ctx), **_common(ctx),
+    )  # fmt: skip
+
+
+def observed_anything(evidence: Evidence) -> bool:
+    """Whether a bundle holds any observation beyond its meta.json (a log, a stack, a process, a GPU, ...)."""
+    return any((evidence.log, evidence.phases, evidence.cmdline, evidence.env, evidence.procs, evidence.ports,
+                evidence.ports_text, evidence.gpus, evidence.stacks, evidence.dmesg, evidence.host, evidence.preflight,
+                evidence.endpoint))  # fmt: skip
+
+
+def _not_enough_evidence(ctx: Context, rules: Sequence[Rule]) -> Verdict:
+    """Nothing was observed and no rule matched: saying `stalled` would claim what nothing shows."""
+    return Verdict(
+        state=State.UNKNOWN, cause="unknown", confidence=UNKNOWN_CONFIDENCE, title="Not enough evidence to say",
+        message="The bundle holds no log, stacks, processes or GPU samples: nothing shows whether the start hung.",
+        remedy="Add what is listed under Missing evidence (or run `hangwatch collect PID`), then diagnose again.",
+        missing=missing_for(ctx, rules), **_common(ctx),
     )  # fmt: skip
 
 
@@ -311,6 +332,8 @@ def _without_match(
     ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule], budgets: Mapping[Phase, float]
 ) -> Verdict:
     quiet = ctx.quiet_s
+    if quiet is None and not observed_anything(ctx.evidence):
+        return _not_enough_evidence(ctx, rules)
     if quiet is None:
         return _unknown_stall(ctx, ranked, rules, "The bundle reports a hang, and no rule matched its evidence.")
     phase = budget_phase(ctx)

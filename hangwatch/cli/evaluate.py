@@ -25,7 +25,7 @@ from rich.table import Table
 
 from hangwatch.classify import Rule, classify
 from hangwatch.errors import HangwatchError
-from hangwatch.model import Evidence, Verdict
+from hangwatch.model import Evidence, State, Verdict
 
 TIERS = ("log+stacks", "log", "stacks", "meta-only")
 TOP_N = 3  # "top-3": the expected cause is among the verdict's first three candidates
@@ -72,7 +72,10 @@ class CaseResult:
 
     @property
     def state_ok(self) -> bool | None:
-        return None if self.expected_state is None else self.state == self.expected_state
+        """None where there is no label, or where the verdict said there is not enough evidence to say."""
+        if self.expected_state is None or self.state == State.UNKNOWN.value:
+            return None
+        return self.state == self.expected_state
 
 
 def find_cases(root: Path) -> list[Path]:
@@ -171,6 +174,7 @@ def summarize(results: Sequence[CaseResult]) -> dict[str, Any]:
         "top3_accuracy": _ratio(sum(r.in_top for r in results), len(results)),
         "state_accuracy": _ratio(sum(bool(r.state_ok) for r in stated), len(stated)),
         "state_cases": len(stated),
+        "state_unsaid": sum(r.expected_state is not None and r.state == State.UNKNOWN.value for r in results),
         "top3_yes_partly": _ratio(sum(r.in_top for r in labelled), len(labelled)),
         "yes_partly_cases": len(labelled),
         "confidently_wrong": sum(r.confidently_wrong for r in results),
@@ -250,7 +254,8 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     console.print(
         f"cause accuracy {_percent(summary['cause_accuracy'])} of {summary['cases']} bundles, "
         f"top-{TOP_N} {_percent(summary['top3_accuracy'])}, "
-        f"state accuracy {_percent(summary['state_accuracy'])} of {summary['state_cases']}",
+        f"state accuracy {_percent(summary['state_accuracy'])} of {summary['state_cases']}"
+        + (f" ({summary['state_unsaid']} with too little evidence to say)" if summary["state_unsaid"] else ""),
         style="bold", highlight=False,
     )  # fmt: skip
     yes_partly = (

@@ -43,6 +43,9 @@ def fleet(
         data = watcher.poll_once()
         watcher.stop()
         print(json.dumps(data, indent=1) if json_out else "\n".join(summary_lines(data)))
+        if all(node.get("error") for node in data["nodes"]):
+            print(f"hangwatch fleet: none of the {len(urls)} nodes answered", file=sys.stderr)
+            raise typer.Exit(1)
         return
     from hangwatch.sinks.api import serve_in_thread
 

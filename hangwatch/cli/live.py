@@ -353,7 +353,9 @@ class _Sinks:
             sinks.append(SlackSink(slack_client(self.slack), self.public_url))
         if self.webhook:
             sinks.append(WebhookSink(self.webhook))
-        dispatcher = AlertDispatcher(sinks, store)
+        from hangwatch.sources.location import read_location
+
+        dispatcher = AlertDispatcher(sinks, store, where=read_location().label())
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 
         def close() -> None:

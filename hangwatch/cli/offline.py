@@ -62,6 +62,7 @@ def diagnose(
         from hangwatch.sinks.web.report import write_report  # the page's code loads only when asked for
 
         verdict = write_report(path, html, _rules(rules, builtin))
+        print(f"hangwatch: wrote the report to {html}", file=sys.stderr)  # stderr: --json stays one document
     else:
         verdict = classify(_read_bundle()(path), _rules(rules, builtin))
     if json_out:

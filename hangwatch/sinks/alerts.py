@@ -61,6 +61,7 @@ class Alert:
     at: float  # when the dispatcher decided it
     started: float  # when the episode began
     episode_state: str = "stalled"  # the alerting state the episode began in
+    where: str | None = None  # the machine: "gpu-node-3 (10.0.0.5)", "pod llm/sglang-0 on node gpu-7 (...)"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -126,13 +127,14 @@ class SlackSink:
 
 
 class WebhookSink:
-    """POSTs `{"event", "server", "episode_id", "at", "started", "verdict"}` as JSON to any URL."""
+    """POSTs `{"event", "server", "where", "episode_id", "at", "started", "verdict"}` as JSON to any URL."""
 
     def __init__(self, url: str, *, timeout: float = DELIVERY_TIMEOUT_S, name: str = "webhook") -> None:
         self.client, self.name = slack_client(url, timeout=timeout), name
 
     def send(self, alert: Alert) -> None:
-        body = {"event": alert.kind.split(":", 1)[0], "server": alert.server, "episode_id": alert.episode_id, "at": alert.at,
+        body = {"event": alert.kind.split(":", 1)[0], "server": alert.server, "where": alert.where,
+                "episode_id": alert.episode_id, "at": alert.at,
                 "started": alert.started, "verdict": alert.verdict}
         _post(self.client, body, alert)
 
@@ -277,8 +279,10 @@ class AlertDispatcher:
         *,
         policy: RetryPolicy = RetryPolicy(),
         clock: Callable[[], float] = time.time,
+        where: str | None = None,
     ) -> None:
         self.store = store if store is not None else HistoryStore(":memory:")
+        self._where = where
         self._clock = clock
         self._stop = threading.Event()
         self._workers = [_SinkWorker(sink, self.store, policy, self._stop) for sink in sinks]
@@ -354,13 +358,15 @@ class AlertDispatcher:
             episode = episode or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at,
                                                           episode_id=live_id)
             self._transition(verdict, server, at, body, episode.id)
-            self._submit("firing", Alert("firing", server, episode.id, body, at, episode.started, episode.state))
+            self._submit("firing", Alert("firing", server, episode.id, body, at, episode.started, episode.state,
+                                where=self._where))
             self._refined(verdict, server, at, body, episode)
         elif episode is not None:
             # transition first: if a write fails (full disk) the episode is still open, so the retry resolves it
             self._transition(verdict, server, at, body, episode.id)
             self.store.end_episode(episode.id, at=at)
-            self._submit("resolved", Alert("resolved", server, episode.id, body, at, episode.started, episode.state))
+            self._submit("resolved", Alert("resolved", server, episode.id, body, at, episode.started, episode.state,
+                                where=self._where))
         else:
             self._transition(verdict, server, at, body, None)
 
@@ -373,7 +379,8 @@ class AlertDispatcher:
         last = live.refined[-1]
         if self.store.refine_episode(episode.id, last.cause, last.confidence, at=at):
             kind = f"refined:{last.cause}"  # one delivery record per refined cause
-            self._submit(kind, Alert(kind, server, episode.id, body, at, episode.started, episode.state))
+            self._submit(kind, Alert(kind, server, episode.id, body, at, episode.started, episode.state,
+                                where=self._where))
 
     def _transition(self, verdict: Verdict, server: str, at: float, body: dict[str, Any], episode_id: str | None) -> None:
         last = self.store.last_transition(server)
@@ -417,7 +424,13 @@ def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]
 
 
 def _escaped(alert: Alert) -> Alert:
-    return replace(alert, server=mrkdwn_escape(alert.server), verdict=_escape_all(alert.verdict))
+    return replace(alert, server=mrkdwn_escape(alert.server), verdict=_escape_all(alert.verdict),
+                   where=None if alert.where is None else mrkdwn_escape(alert.where))
+
+
+def _who(alert: Alert) -> str:
+    """The machine first: with many nodes, which one is the question a reader asks before any other."""
+    return f"{alert.where} · {alert.server}" if alert.where else alert.server
 
 
 def _escape_all(value: Any) -> Any:
@@ -438,7 +451,7 @@ def mrkdwn_escape(text: str) -> str:
 def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
     state = v["state"]
-    blocks = [_header(f"{STATE_ICONS.get(state, '')} {alert.server}: {headline(state, None)}")]
+    blocks = [_header(f"{STATE_ICONS.get(state, '')} {_who(alert)}: {headline(state, None)}")]
     fields = [
         f"*Cause*\n`{v['cause'] or 'unknown'}` ({v['confidence_label']}, {v['confidence']})",
         f"*Phase*\n{v['phase'] or 'unknown'}",
@@ -461,7 +474,7 @@ def _firing_blocks(alert: Alert) -> list[dict[str, Any]]:
 def _refined_blocks(alert: Alert) -> list[dict[str, Any]]:
     """Still the same stall; only its cause is now better known."""
     v = alert.verdict
-    blocks = [_header(f"{STATE_ICONS.get(v['state'], '')} {alert.server}: cause refined to {v['cause']}")]
+    blocks = [_header(f"{STATE_ICONS.get(v['state'], '')} {_who(alert)}: cause refined to {v['cause']}")]
     before = [r["cause"] for r in ((v.get("episode") or {}).get("refined") or [])][:-1]
     text = (f"Still {v['state']} (episode started {duration_text(alert.at - alert.started)} ago). The cause is now "
             f"`{v['cause']}` ({v['confidence_label']}, {v['confidence']})" + (f", after {', '.join(before)}" if before else "")
@@ -478,7 +491,7 @@ def _resolved_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
     text = (f"The {alert.episode_state} episode is over after {duration_text(alert.at - alert.started)}; "
             f"the server is now *{v['state']}* (phase {v['phase'] or 'unknown'}).")
-    return [_header(f"{STATE_ICONS['resolved']} {alert.server}: RESOLVED"), _section(text)]
+    return [_header(f"{STATE_ICONS['resolved']} {_who(alert)}: RESOLVED"), _section(text)]
 
 
 def _links(public_url: str | None) -> list[dict[str, Any]]:
@@ -486,17 +499,17 @@ def _links(public_url: str | None) -> list[dict[str, Any]]:
         return []
     base = redact_url(public_url).rstrip("/")
     buttons = [{"type": "button", "text": {"type": "plain_text", "text": label}, "url": f"{base}{path}"}
-               for label, path in (("Verdict", "/verdict"), ("Bundle (.tar.gz)", "/bundle"), ("Stacks", "/stacks"))]
+               for label, path in (("Page", "/"), ("Verdict", "/verdict"), ("Bundle (.tar.gz)", "/bundle"), ("Stacks", "/stacks"))]
     return [{"type": "actions", "elements": buttons}]
 
 
 def _fallback(alert: Alert) -> str:
     v = alert.verdict
     if alert.kind == "resolved":
-        return f"{alert.server}: resolved, now {v['state']}"
+        return f"{_who(alert)}: resolved, now {v['state']}"
     if alert.kind.startswith("refined"):
-        return _clip(f"{alert.server}: still {v['state']}; cause refined to {v['cause']}", 300)
-    return _clip(f"{alert.server}: {v['state']} in {v['phase'] or 'unknown phase'}: {v['cause'] or 'unknown cause'}", 300)
+        return _clip(f"{_who(alert)}: still {v['state']}; cause refined to {v['cause']}", 300)
+    return _clip(f"{_who(alert)}: {v['state']} in {v['phase'] or 'unknown phase'}: {v['cause'] or 'unknown cause'}", 300)
 
 
 def _facts(facts: list[dict[str, str]], budget: int = _SECTION_MAX - 100) -> str:

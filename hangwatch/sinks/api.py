@@ -103,7 +103,7 @@ class EtaModel(BaseModel):
 class VerdictModel(BaseModel):
     """The same shape as `hangwatch diagnose --json` (Verdict.to_dict)."""
 
-    state: Literal["starting", "progressing", "stalled", "ready", "crashed"]
+    state: Literal["starting", "progressing", "stalled", "ready", "crashed", "unknown"]
     cause: str | None
     confidence: float
     confidence_label: Literal["low", "medium", "high"]

@@ -12,11 +12,13 @@ brackets), with control sequences removed and secrets redacted.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
+from rich.table import Table
 from rich.text import Text
 
 from hangwatch.model import Eta, State, Verdict
@@ -29,6 +31,7 @@ STATE_STYLES = {
     State.STALLED: "bold red",
     State.READY: "bold green",
     State.CRASHED: "bold magenta",
+    State.UNKNOWN: "dim",
 }
 STATE_ICONS = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
 _HEALTHY = {State.STARTING: "starting; nothing unusual yet", State.READY: "the server is ready"}
@@ -232,7 +235,7 @@ def verdict_report(verdict: Verdict, width: int = 100) -> str:
 
 def verdict_panel(verdict: Verdict) -> Panel:
     """The live view's verdict box: the report's sections in the report's colours."""
-    lines = _about(verdict) or [_text(_HEALTHY.get(verdict.state, verdict.state.value))]
+    lines: list[RenderableType] = [*(_about(verdict) or [_text(_HEALTHY.get(verdict.state, verdict.state.value))])]
     for section in (_phases, _evidence, _others, _differential, _live, _missing, _remedy):
         collected = _Collect()
         section(collected, verdict)
@@ -241,11 +244,24 @@ def verdict_panel(verdict: Verdict) -> Panel:
     return Panel(Group(*lines), title=_safe(title), border_style=STATE_STYLES[verdict.state])
 
 
+_HANG = re.compile(r" *(?:• |[+−] |\d+\. |check: |in )?")
+
+
 class _Collect:
-    """Keeps what a section prints, so the panel is built from the very same sections."""
+    """Keeps what a section prints, so the panel is built from the very same sections. An indented
+    line wraps under its own text (a hanging indent), not back at the panel's edge."""
 
     def __init__(self) -> None:
-        self.lines: list[Text] = []
+        self.lines: list[RenderableType] = []
 
     def print(self, text: Text) -> None:
-        self.lines.append(text)
+        found = _HANG.match(text.plain)
+        hang = found.end() if found else 0
+        if not 0 < hang < 30:
+            self.lines.append(text)
+            return
+        grid = Table.grid(padding=0)
+        grid.add_column(no_wrap=True, width=hang)
+        grid.add_column(overflow="fold")
+        grid.add_row(text[:hang], text[hang:])
+        self.lines.append(grid)

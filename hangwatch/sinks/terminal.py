@@ -28,7 +28,7 @@ __all__ = ["render", "verdict_line", "verdict_json"]
 
 
 def render(obs: Observation, verdict: Verdict | None) -> Group:
-    parts: list[Any] = [_header(obs), _ranks_table(obs)]
+    parts: list[Any] = [_header(obs), _ranks_table(obs, verdict)]
     gpus = _gpu_table(obs)
     if gpus is not None:
         parts.append(gpus)
@@ -51,11 +51,16 @@ def _port_text(obs: Observation) -> str:
     return f"port {obs.server.port} {'listening' if obs.port_listening else 'closed'}"
 
 
-def _ranks_table(obs: Observation) -> Table:
+def _ranks_table(obs: Observation, verdict: Verdict | None = None) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("process", "pid", "state", "phase", "in phase", "cpu%", "rss MiB", "stack top"):
+    for column in ("process", "pid", "state", "phase", "in phase", "cpu%", "rss MiB"):
         table.add_column(column)
+    table.add_column("stack top", overflow="fold")  # a frame wraps whole at 80 columns, never cut with "…"
     where = {rank: (spans[-1].phase, spans[-1].at) for rank, spans in obs.phases.items() if spans}
+    # the verdict's phase per rank, so the table and the verdict name the same one (after "Load weight
+    # end." both say the next phase)
+    named = {rank: phase.value for rank, phase in verdict.phases.items()} if verdict is not None else {}
+    where = {rank: (named.get(rank, phase), since) for rank, (phase, since) in where.items()}
     tops = _stack_tops(obs)
     for proc in obs.procs:
         if proc.role == "compiler":
@@ -76,8 +81,9 @@ def _stack_tops(obs: Observation) -> dict[int, str]:
     tops = {}
     for stack in obs.stacks.values():
         main = stack.main
-        if stack.pid is not None and main is not None and main.top is not None:
-            tops[stack.pid] = main.top.display[:60]
+        top = main.readable_top if main is not None else None
+        if stack.pid is not None and top is not None:
+            tops[stack.pid] = top.display[:60]
     return tops
 
 

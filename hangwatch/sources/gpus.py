@@ -21,7 +21,7 @@ from dataclasses import asdict
 from types import SimpleNamespace
 from typing import Any
 
-from hangwatch.errors import SourceUnavailable
+from hangwatch.errors import SourceUnavailable, run_entry_point
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 
 __all__ = ["LOST_NAME", "Nvml", "RecordedNvml", "gpus_json", "read_gpus", "record_gpus"]
@@ -269,4 +269,4 @@ def main(argv: Sequence[str] = sys.argv[1:]) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_entry_point(main)

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
+from hangwatch.errors import run_entry_point
 from hangwatch.model import GpuInfo, GpuProcess
 from hangwatch.parse.hostinfo import GpuLink
 from hangwatch.sources.gpus import Nvml
@@ -110,6 +111,11 @@ def record(note: str) -> dict[str, Any]:
     }  # fmt: skip
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """`python -m hangwatch.sources.gputopo NOTE > topology.json`: record on a GPU machine."""
     json.dump(record(" ".join(sys.argv[1:]) or "recorded with python -m hangwatch.sources.gputopo"), sys.stdout, indent=1)
     sys.stdout.write("\n")
+
+
+if __name__ == "__main__":
+    run_entry_point(main)

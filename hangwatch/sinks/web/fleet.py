@@ -186,9 +186,16 @@ class Fleet:
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=min(16, len(self.urls)), thread_name_prefix="hangwatch-fleet")
         self._thread: threading.Thread | None = None
+        self._down_since: dict[str, float] = {}  # url -> when its agent first stopped answering
 
     def poll_once(self) -> dict[str, Any]:
         nodes = list(self._pool.map(lambda u: fetch_node(u, self.tokens.get(u), self.timeout), self.urls))
+        now = time.time()
+        for node in nodes:
+            if node.get("error"):
+                node["down_since"] = self._down_since.setdefault(node["url"], now)
+            else:
+                self._down_since.pop(node["url"], None)
         data = page_data("fleet", f"hangwatch fleet · {len(nodes)} nodes", nodes, generated_at=time.time(),
                          fleet=apart(nodes))
         with self._lock:

@@ -227,10 +227,24 @@
     for (const spans of Object.values(timelineRanks(node))) for (const s of spans) t = Math.max(t, num(s.end) || 0, num(s.at) || 0);
     return t;
   }
-  function stuckWhere(node, rank) { // the innermost frames of a rank's main thread, for the headline
+  // A frame a person can read: a Python frame, or a native one with a symbol; a bare address
+  // ("0x7f79a92a3f16" in libc.so.6) says nothing by itself.
+  function isRawAddress(f) { return /^(0x[0-9a-f]+|\?+|)$/i.test(String(f.qualname || f.function || "")); }
+  function stuckWhere(node, rank) { // for the headline: the innermost Python frame and its caller, raw addresses last
     const th = mainThread(nodeStacks(node)[rank]);
     if (!th || !th.frames || !th.frames.length) return null;
-    return th.frames.slice(0, 2).map(frameLabel);
+    const python = th.frames.filter((f) => f.origin !== "native" && !isRawAddress(f));
+    const symbolised = th.frames.filter((f) => f.origin === "native" && !isRawAddress(f));
+    const ordered = python.concat(symbolised, th.frames.filter(isRawAddress));
+    return ordered.slice(0, 2).map(frameLabel);
+  }
+  // Text widths as the page draws them (the CSS's own fonts), so labels are placed where they fit.
+  const measure = document.createElement("canvas").getContext("2d");
+  function textWidth(text, px, mono) {
+    if (!measure) return String(text).length * px * 0.62;
+    const family = getComputedStyle(document.documentElement).getPropertyValue(mono ? "--mono" : "--sans").trim();
+    measure.font = px + "px " + (family || (mono ? "monospace" : "sans-serif"));
+    return measure.measureText(String(text)).width;
   }
 
   // ------------------------------------------------------------------ sections
@@ -276,9 +290,10 @@
         const shown = deciding.length ? deciding : sortedRanks(Object.keys(nodeStacks(focus)).filter((l) => !isPid(l)));
         for (const r of shown.slice(0, 4)) {
           const frames = stuckWhere(focus, r), phase = (v.phases || {})[r];
-          where.push("<div class=\"blocker\"><span class=\"culprit\">" + esc(rankName(r)) + "</span> " +
-            (phase ? "in <b>" + esc(PHASE_LABEL[phase] || phase) + "</b>" : "") +
-            (frames ? ", at <code>" + esc(frames[0]) + "</code>" + (frames[1] ? " ← <code>" + esc(frames[1]) + "</code>" : "") : "") + "</div>");
+          const bits = [];
+          if (phase) bits.push("in <b>" + esc(PHASE_LABEL[phase] || phase) + "</b>");
+          if (frames) bits.push("at <code>" + esc(frames[0]) + "</code>" + (frames[1] ? " ← <code>" + esc(frames[1]) + "</code>" : ""));
+          where.push("<div class=\"blocker\"><span class=\"culprit\">" + esc(rankName(r)) + "</span> " + bits.join(", ") + "</div>");
         }
       }
       left.push(where.join(""));
@@ -328,7 +343,7 @@
       const v = n.verdict, st = v ? v.state : "unreachable";
       return "<div class=\"node" + (apart.has(n.name) ? " apart" : "") + "\" data-node=\"" + esc(n.name) + "\"><span class=\"st st-" + esc(st) + "\">" + esc(st) +
         "</span><b>" + esc(n.name) + "</b> <span class=\"muted mono\">" + esc(n.url || "") + "</span><br>" +
-        (v ? esc(v.cause || STATE_WORDS[v.state] || "") + (v.ranks && v.ranks.length ? " · ranks " + esc(compactRanks(v.ranks)) : "") : "<span class=\"error\">" + esc(n.error || "no data") + "</span>") + "</div>";
+        (v ? esc(v.cause || STATE_WORDS[v.state] || "") + (v.ranks && v.ranks.length ? " · ranks " + esc(compactRanks(v.ranks)) : "") : "<span class=\"error\">" + esc(downLine(n)) + "</span>") + "</div>";
     });
     setHTML("fleet", "<h2>Nodes <small>" + data.nodes.length + " agents</small></h2>" + head + "<div class=\"nodes\">" + cards.join("") + "</div>");
   }
@@ -361,7 +376,9 @@
     });
     if (!rows.length) { setHTML("timeline", "<p class=\"muted\">No startup phase seen in the log yet.</p>"); return; }
     const el = $("timeline");
-    const W = Math.max(520, el.clientWidth || 900), labelW = multi ? 150 : 90, rowH = 24, top = 22;
+    const W = Math.max(520, el.clientWidth || 900), rowH = 24, top = 22;
+    const widest = Math.max(0, ...rows.map((r) => textWidth(r.label.replace(/(^|\/)main$/, "$1launcher") + " ◀", 12.5, true)));
+    const labelW = Math.min(Math.max(multi ? 150 : 90, widest + 14), W * 0.4);
     const H = top + rows.length * rowH + 26;
     const tmax = Math.max(now, eta || 0, 1) * 1.04 + 1;
     const x = (t) => labelW + (Math.max(0, t) / tmax) * (W - labelW - 14);
@@ -387,7 +404,7 @@
         out.push("<rect class=\"bar\" data-phase=\"" + esc(s.phase) + "\" x=\"" + x0.toFixed(1) + "\" y=\"" + (y + 4) + "\" width=\"" + (x1 - x0).toFixed(1) + "\" height=\"" + (rowH - 8) + "\" rx=\"2\" fill=\"" + color + "\"" +
           (s.end === null ? " opacity=\"0.85\"" : "") + "><title>" + esc(row.label + ": " + (PHASE_LABEL[s.phase] || s.phase) + " from " + fmtS(s.at) + (s.end === null ? ", still running" : " to " + fmtS(s.end) + " (" + fmtS(s.end - s.at) + ")")) + "</title></rect>");
         const name = PHASE_LABEL[s.phase] || s.phase;
-        if (x1 - x0 > name.length * 6.2 + 8) out.push("<text class=\"barlabel" + (s.phase === "attn_backend" ? " dark" : "") + "\" x=\"" + (x0 + 4).toFixed(1) + "\" y=\"" + (y + 16) + "\">" + esc(name) + "</text>");
+        if (x1 - x0 >= textWidth(name, 11) + 8) out.push("<text class=\"barlabel" + (s.phase === "attn_backend" ? " dark" : "") + "\" x=\"" + (x0 + 4).toFixed(1) + "\" y=\"" + (y + 16) + "\">" + esc(name) + "</text>");
       }
       const lastSpan = row.spans[row.spans.length - 1];
       if (lastSpan && lastSpan.end !== null && !row.ready && row.nowAt - lastSpan.end > 0.5) {
@@ -395,7 +412,8 @@
         const xs = x(lastSpan.end), xe = x(row.nowAt);
         out.push("<rect class=\"between\" x=\"" + xs.toFixed(1) + "\" y=\"" + (y + 9) + "\" width=\"" + Math.max(1, xe - xs).toFixed(1) + "\" height=\"" + (rowH - 18) + "\" fill=\"#cfd4da\"><title>" +
           esc(row.label + ": " + (PHASE_LABEL[lastSpan.phase] || lastSpan.phase) + " ended " + fmtS(row.nowAt - lastSpan.end) + " ago; no next phase logged since") + "</title></rect>");
-        if (xe - xs > 150) out.push("<text class=\"barlabel dark\" x=\"" + (xs + 4).toFixed(1) + "\" y=\"" + (y + 16) + "\">after " + esc(PHASE_LABEL[lastSpan.phase] || lastSpan.phase) + ", nothing logged</text>");
+        const note = "after " + (PHASE_LABEL[lastSpan.phase] || lastSpan.phase) + ", nothing logged";
+        if (xe - xs >= textWidth(note, 11) + 8) out.push("<text class=\"barlabel dark\" x=\"" + (xs + 4).toFixed(1) + "\" y=\"" + (y + 16) + "\">" + esc(note) + "</text>");
       }
       if (row.stalledFor !== null && row.stalledFor > 0) {
         const xs = x(row.nowAt - row.stalledFor), xe = x(row.nowAt);
@@ -403,8 +421,12 @@
       }
       out.push("</g>");
     });
-    out.push("<line class=\"now\" x1=\"" + x(now) + "\" x2=\"" + x(now) + "\" y1=\"" + (top - 8) + "\" y2=\"" + (H - 22) + "\"/><text class=\"ticklabel\" x=\"" + x(now) + "\" y=\"" + (top - 10) + "\" text-anchor=\"middle\">" + (data.mode === "report" ? "captured" : "now") + "</text>");
-    if (eta !== null) out.push("<line class=\"eta\" x1=\"" + x(eta) + "\" x2=\"" + x(eta) + "\" y1=\"" + (top - 8) + "\" y2=\"" + (H - 22) + "\"/><text class=\"ticklabel\" x=\"" + x(eta) + "\" y=\"" + (top - 10) + "\" text-anchor=\"middle\">ETA</text>");
+    // "now" and "ETA" side by side when they would overlap: now ends at its line, ETA starts at its own
+    const nowText = data.mode === "report" ? "captured" : "now";
+    const close = eta !== null && Math.abs(x(eta) - x(now)) < (textWidth(nowText, 11) + textWidth("ETA", 11)) / 2 + 6;
+    const anchorNow = close ? (x(eta) >= x(now) ? "end" : "start") : "middle", anchorEta = close ? (anchorNow === "end" ? "start" : "end") : "middle";
+    out.push("<line class=\"now\" x1=\"" + x(now) + "\" x2=\"" + x(now) + "\" y1=\"" + (top - 8) + "\" y2=\"" + (H - 22) + "\"/><text class=\"ticklabel\" id=\"now-label\" x=\"" + x(now) + "\" y=\"" + (top - 10) + "\" text-anchor=\"" + anchorNow + "\">" + nowText + "</text>");
+    if (eta !== null) out.push("<line class=\"eta\" x1=\"" + x(eta) + "\" x2=\"" + x(eta) + "\" y1=\"" + (top - 8) + "\" y2=\"" + (H - 22) + "\"/><text class=\"ticklabel\" id=\"eta-label\" x=\"" + x(eta) + "\" y=\"" + (top - 10) + "\" text-anchor=\"" + anchorEta + "\">ETA</text>");
     out.push("</svg>");
     const used = new Set();
     rows.forEach((r) => r.spans.forEach((s) => used.add(s.phase)));
@@ -484,13 +506,25 @@
   }
 
   function renderEvidence(data) {
-    const items = [];
+    // one list: an item two nodes both report (each sampled the other's ranks as peers) is shown once
+    const seen = new Map();
     for (const n of data.nodes) {
       for (const e of (n.verdict && n.verdict.evidence) || []) {
-        const role = e.role === "root" || e.role === "consequence" ? "<span class=\"role " + e.role + "\">" + (e.role === "root" ? "root" : "consequence") + "</span>" : "";
-        items.push("<li>" + role + esc(e.text) + "<span class=\"src\">" + (data.nodes.length > 1 ? esc(n.name) + ": " : "") + esc(e.source) + "</span></li>");
+        const key = e.text + "\u0000" + e.source;
+        if (seen.has(key)) seen.get(key).nodes.push(n.name);
+        else seen.set(key, { e: e, nodes: [n.name] });
       }
     }
+    // a node that does not answer is evidence for the ones that do (a rendezvous waiting for it, say)
+    for (const n of data.nodes.length > 1 ? data.nodes : []) {
+      if (n.verdict) continue;
+      const e = { text: "node " + n.name + " " + downLine(n), source: "fleet: " + (n.url || n.name), role: null };
+      seen.set(e.text + "\u0000" + e.source, { e: e, nodes: [] });
+    }
+    const items = Array.from(seen.values()).map(({ e, nodes }) => {
+      const role = e.role === "root" || e.role === "consequence" ? "<span class=\"role " + e.role + "\">" + (e.role === "root" ? "root" : "consequence") + "</span>" : "";
+      return "<li>" + role + esc(e.text) + "<span class=\"src\">" + (nodes.length && data.nodes.length > 1 ? esc(nodes.join(", ")) + ": " : "") + esc(e.source) + "</span></li>";
+    });
     setHTML("evidence", items.length ? "<ul class=\"evidence\" id=\"evidence-list\">" + items.join("") + "</ul>" : "<p class=\"muted\">No deciding evidence: nothing looks wrong.</p>");
   }
 
@@ -577,12 +611,17 @@
     setHTML("footer", "hangwatch · " + esc(names.join(" · ")) + " · " + esc(when));
   }
 
-  // the node whose verdict heads the page: the one standing apart, else the worst state
+  // the node whose verdict heads the page: the one standing apart, else the most urgent verdict; a node
+  // that does not answer has no diagnosis to lead with (its card and the evidence say it is down)
   function focusNode(data) {
     const apart = (data.fleet && data.fleet.apart) || [];
     const byName = data.nodes.find((n) => apart.includes(n.name) && n.verdict);
     if (byName) return byName;
-    return data.nodes.slice().sort((a, b) => (STATE_RANK[(b.verdict || {}).state] ?? 5) - (STATE_RANK[(a.verdict || {}).state] ?? 5))[0] || { name: "?", verdict: null };
+    const urgency = (n) => (n.verdict ? STATE_RANK[n.verdict.state] ?? 0 : -1);
+    return data.nodes.slice().sort((a, b) => urgency(b) - urgency(a))[0] || { name: "?", verdict: null };
+  }
+  function downLine(n) { // "node 1 unreachable since 20:41 — is it started?"
+    return "unreachable" + (num(n.down_since) !== null ? " since " + fmtClock(n.down_since) : "") + " — is it started? (" + (n.error || "no data") + ")";
   }
 
   function render(data) {

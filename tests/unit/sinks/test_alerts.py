@@ -50,7 +50,7 @@ def test_links_only_with_a_public_url_and_without_its_credentials():
     assert not [b for b in slack_message(firing())["blocks"] if b["type"] == "actions"]
     blocks = slack_message(firing(), "https://u:pw@hw.example:9464/?token=x")["blocks"]
     urls = [e["url"] for b in blocks if b["type"] == "actions" for e in b["elements"]]
-    assert urls[:2] == ["https://hw.example:9464/verdict", "https://hw.example:9464/bundle"]
+    assert urls[:3] == ["https://hw.example:9464/", "https://hw.example:9464/verdict", "https://hw.example:9464/bundle"]
 
 
 def test_huge_evidence_stays_within_slack_limits():

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
+import sys
+
 import pytest
 
 from hangwatch.model import State
@@ -113,3 +117,14 @@ def test_fleet_refuses_what_is_not_an_http_url():
         Fleet(["file:///etc/passwd"], {})
     with pytest.raises(FleetError, match="at least one"):
         Fleet([], {})
+
+
+def test_fleet_once_exits_1_when_no_node_answers() -> None:
+    with socket.socket() as s1, socket.socket() as s2:  # two ports bound but not listening: refused at once
+        s1.bind(("127.0.0.1", 0))
+        s2.bind(("127.0.0.1", 0))
+        urls = [f"http://127.0.0.1:{s.getsockname()[1]}" for s in (s1, s2)]
+        done = subprocess.run([sys.executable, "-m", "hangwatch", "fleet", *urls, "--once"], capture_output=True,
+                              text=True, timeout=120, check=False)
+    assert done.returncode == 1 and "none of the 2 nodes answered" in done.stderr
+    assert "unreachable" in done.stdout  # the summary is still printed
