@@ -1,0 +1,124 @@
+"""`hangwatch fleet --prometheus` against a real Prometheus scraping 16 real agents on loopback.
+
+Four small real test servers (tests/integration/programs): three start and are ready, one stalls
+in its rendezvous (rank 1 never comes). Sixteen `hangwatch attach --serve` agents watch them, in
+four launches of four nodes (`--launch-label`); the stalled server's agent is one node of launch
+"stuck". A real Prometheus scrapes all sixteen every 0.5 s; the fleet reads it, not the agents.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from helpers.pageprocs import HANGWATCH, PROGRAMS, Procs, free_port, get_json, wait_until
+from helpers.promserver import PROMETHEUS, Prometheus
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (apt-get install prometheus)")]
+
+AGENTS = 16
+
+
+def _agent(procs: Procs, pid: int, name: str, launch: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    proc = procs.start([HANGWATCH, "attach", str(pid), "--serve", "--port", str(port), "--no-native", "--no-learn",
+                        "--launch-label", launch], name)
+    return proc, f"127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    tmp = tmp_path_factory.mktemp("fleet")
+    procs = Procs(tmp)
+    prometheus = None
+    try:
+        stuck_server = _server(procs, "stuck", "tcpstore")
+        healthy = [_server(procs, f"healthy{i}", "healthy") for i in range(3)]
+        agents: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+        for i in range(AGENTS):
+            launch = "stuck" if i < 4 else f"launch-{i // 4}"
+            pid = stuck_server.pid if i == 0 else healthy[i % 3].pid
+            agents[f"agent{i}"] = _agent(procs, pid, f"agent{i}", launch)
+        for name, (proc, address) in agents.items():
+            def up(proc: subprocess.Popen[bytes] = proc, address: str = address, name: str = name) -> bool:
+                assert proc.poll() is None, procs.output(name)[-2000:]
+                return get_json(f"http://{address}/healthz")["status"] == "ok"
+            wait_until(up, 90, f"{name} to serve")
+        prometheus = Prometheus(tmp, [address for _, address in agents.values()])
+        yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"][1],
+               "addresses": [address for _, address in agents.values()]}
+    finally:
+        if prometheus is not None:
+            prometheus.close()
+        procs.stop()
+
+
+def _server(procs: Procs, name: str, mode: str) -> subprocess.Popen[bytes]:
+    """The small real test server (programs/) in `mode`; its output (the log its agents read) in NAME.out."""
+    argv = [sys.executable, str(PROGRAMS / "sglang" / "launch_server.py"), "--model-path", "/models/tiny",
+            "--tp-size", "2", "--port", str(free_port())]
+    return procs.start(argv, name, env={"HW_MODE": mode})
+
+
+def _fleet_json(url: str, *extra: str) -> dict[str, Any]:
+    out = subprocess.run([HANGWATCH, "fleet", "--prometheus", url, "--json", *extra], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_fleet_from_prometheus_counts_every_agent_and_names_the_stalled_one(fleet: dict[str, Any]) -> None:
+    prometheus: Prometheus = fleet["prometheus"]
+
+    # WHEN Prometheus has scraped every agent and the stalled server's agent has said so
+    def settled() -> dict[str, Any] | None:
+        data = _fleet_json(prometheus.url, "--selector", '{job="hangwatch"}')
+        ready = data["states"].get("ready", 0)
+        return data if data["nodes"] == AGENTS and data["stalled"] and ready == AGENTS - 1 else None
+
+    data = wait_until(settled, 90, "16 nodes, one stalled, the rest ready", every=1.0,
+                      on_timeout=lambda: _fleet_json(prometheus.url)["states"])
+    # THEN the fleet counts all sixteen and names exactly the stalled one, with its cause and phase
+    assert data["nodes"] == AGENTS
+    assert [s["instance"] for s in data["stalled"]] == [fleet["stuck"]]
+    stalled = data["stalled"][0]
+    assert (stalled["state"], stalled["phase"], stalled["launch"]) == ("stalled", "dist_init", "stuck")
+    assert stalled["cause"] and stalled["since_s"] is not None and stalled["since_s"] > 0
+    assert data["unreachable"] == []
+    # and groups the nodes by launch: the stuck launch first, its node apart named; the others calm
+    launches = data["launches"]
+    assert [g["launch"] for g in launches][0] == "stuck"
+    assert sorted(g["launch"] for g in launches) == ["launch-1", "launch-2", "launch-3", "stuck"]
+    assert launches[0]["apart"] == [fleet["stuck"]] and launches[0]["nodes"] == 4
+    assert all(g["apart"] == [] and g["state"] == "ready" for g in launches[1:])
+
+
+def test_a_selector_that_matches_no_agent_counts_none(fleet: dict[str, Any]) -> None:
+    data = _fleet_json(fleet["prometheus"].url, "--selector", '{job="no-such-job"}')
+    assert (data["nodes"], data["stalled"], data["launches"]) == (0, [], [])
+
+
+def test_the_served_page_data_has_the_stalled_agents_details(fleet: dict[str, Any]) -> None:
+    procs: Procs = fleet["procs"]
+    port = free_port()
+    proc = procs.start([HANGWATCH, "fleet", "--prometheus", fleet["prometheus"].url, "--serve", "--port", str(port),
+                        "--interval", "1"], "fleet-serve")
+    url = f"http://127.0.0.1:{port}"
+
+    def named() -> dict[str, Any] | None:
+        assert proc.poll() is None, procs.output("fleet-serve")[-2000:]
+        data = get_json(url + "/snapshot")
+        return data if data["fleet"]["apart"] == [fleet["stuck"]] else None
+
+    data = wait_until(named, 90, "the stuck node named on the page's data", every=1.0)
+    # only the node apart was asked for its details: its verdict, stacks and timeline came from its agent
+    assert [n["name"] for n in data["nodes"]] == [fleet["stuck"]]
+    node = data["nodes"][0]
+    assert node["error"] is None and node["verdict"]["state"] == "stalled" and node["timeline"]
+    assert "launch stuck" in data["fleet"]["why"]
