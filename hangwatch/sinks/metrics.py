@@ -58,7 +58,7 @@ class VerdictCollector:
         yield _ticks(key, self._view.tick_count())
         yield _state(key, verdict)
         if verdict is not None:
-            yield _verdict_info(key, verdict)
+            yield from _verdict_info(key, verdict)
             yield from _since(key, verdict)
             yield _rank_phases(key, verdict)
             yield from _cause(key, verdict)
@@ -82,12 +82,17 @@ class VerdictCollector:
 _KEY = ["server", "host"]
 
 
-def _verdict_info(key: list[str], verdict: Verdict) -> Metric:
+def _verdict_info(key: list[str], verdict: Verdict) -> Iterable[Metric]:
     info = InfoMetricFamily("hangwatch_verdict", "The verdict in one series: state, phase and cause ('' if none).",
                             labels=_KEY)
     info.add_metric(key, {"state": verdict.state.value, "phase": verdict.phase.value if verdict.phase else "",
                           "cause": verdict.cause or ""})
-    return info
+    yield info
+    # a number, so an alert rule can pick the node furthest behind in a launch (bottomk by launch)
+    index = GaugeMetricFamily("hangwatch_phase_index", "The verdict's phase as its place in the startup order "
+                              "(0 launch ... 8 ready); -1 when no phase is known.", labels=_KEY)
+    index.add_metric(key, verdict.phase.order if verdict.phase else -1)
+    yield index
 
 
 def _info(key: list[str]) -> Metric:
