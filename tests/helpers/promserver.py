@@ -27,7 +27,8 @@ class Prometheus:
     """`prometheus` scraping `targets` (host:port) as job "hangwatch" every `scrape_s` seconds."""
 
     def __init__(self, tmp: Path, targets: Sequence[str], *, scrape_s: float = 0.5,
-                 rule_files: Sequence[Path] = (), extra: Sequence[str] = ()) -> None:
+                 rule_files: Sequence[Path] = (), extra: Sequence[str] = (), data: Path | None = None) -> None:
+        """`data`: an existing TSDB directory (backfilled with promtool) instead of a fresh one."""
         if PROMETHEUS is None:
             raise RuntimeError("prometheus not installed (apt-get install prometheus)")
         self.port = free_port()
@@ -42,7 +43,7 @@ class Prometheus:
         self.log = tmp / "prometheus.log"
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
-                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={tmp / 'prom-data'}",
+                [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={data or tmp / 'prom-data'}",
                  f"--web.listen-address=127.0.0.1:{self.port}", "--log.level=warn", *extra],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 30

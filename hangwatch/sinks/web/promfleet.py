@@ -18,7 +18,7 @@ import urllib.parse
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -64,16 +64,15 @@ class FleetNode:
 
 
 def read_nodes(client: PrometheusClient, selector: str = "") -> list[FleetNode]:
-    """Every agent the selector matches, seen in the last LOOKBACK: five instant queries."""
+    """Every agent the selector matches, seen in the last LOOKBACK: five instant queries, sent at once."""
     sel = "{" + selector_matchers(selector) + "}"
     seen = f"last_over_time(hangwatch_agent_info{sel}[{LOOKBACK}])"
-    return nodes_from_samples(
-        agents=client.query(seen),
-        verdicts=client.query(f"hangwatch_verdict_info{sel}"),
-        since=client.query(f"hangwatch_seconds_since_progress{sel}"),
-        blockers=client.query(f"hangwatch_blocker_info{sel}"),
-        up=client.query(f"up and on (job, instance) {seen}"),
-    )
+    queries = {"agents": seen, "verdicts": f"hangwatch_verdict_info{sel}",
+               "since": f"hangwatch_seconds_since_progress{sel}", "blockers": f"hangwatch_blocker_info{sel}",
+               "up": f"up and on (job, instance) {seen}"}
+    with ThreadPoolExecutor(max_workers=len(queries), thread_name_prefix="hangwatch-promql") as pool:
+        answers = dict(zip(queries, pool.map(client.query, queries.values()), strict=True))
+    return nodes_from_samples(**answers)
 
 
 def _key(labels: Mapping[str, str]) -> tuple[str, str]:
@@ -222,7 +221,10 @@ def group_launches(nodes: Sequence[FleetNode]) -> list[dict[str, Any]]:
 
 
 def _member(node: FleetNode) -> dict[str, Any]:
-    return {k: v for k, v in asdict(node).items() if k not in ("job", "launch")}
+    # by hand: dataclasses.asdict deep-copies, a third of a 1,000-node refresh
+    return {"instance": node.instance, "host": node.host, "server": node.server, "url": node.url,
+            "node_rank": node.node_rank, "nnodes": node.nnodes, "state": node.state, "phase": node.phase,
+            "cause": node.cause, "since_s": node.since_s, "blocker": node.blocker}
 
 
 def _stalled_entry(node: FleetNode) -> dict[str, Any]:
