@@ -236,13 +236,14 @@
   // ------------------------------------------------------------------ sections
   function renderBanner(data, focus) {
     const f = data.fleet || {};
-    if (!data.nodes.length && Array.isArray(f.launches)) { // a calm fleet from Prometheus: nobody to detail
+    if (Array.isArray(f.launches) && !focus.verdict) { // from Prometheus, no agent's details (a calm fleet, or the agent apart does not answer)
       const worst = f.launches.length ? f.launches[0].state : "none";
       $("banner").className = "banner state-" + worst;
       $("banner").dataset.state = worst;
       $("state").textContent = f.launches.length ? worst : "no nodes";
-      setHTML("headline", esc(f.why || ""));
-      setHTML("subline", "");
+      setHTML("headline", esc(((f.apart || []).length ? "node " + f.apart.join(", ") + " stands apart · " : "") + (f.why || "")));
+      const focusErr = data.nodes.length && focus.error ? "its agent's details: " + focus.error : "";
+      setHTML("subline", esc(focusErr));
       document.title = data.title || "hangwatch fleet";
       return;
     }
