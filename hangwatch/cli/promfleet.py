@@ -21,9 +21,9 @@ def prom_fleet(prometheus: str, *, selector: str, token_file: Path | None, host:
     client = PrometheusClient(prometheus, token=os.environ.get("HANGWATCH_PROMETHEUS_TOKEN") or None)
     watcher = PromFleet(client, selector=selector, tokens=token_map(token_file), interval=max(interval, 1.0))
     if not serve:
-        data = watcher.poll_once()
+        watcher.poll_once()
         watcher.stop()
-        summary = {k: v for k, v in (data["fleet"] or {}).items() if k not in ("apart", "why", "source")}
+        summary = watcher.summary() or {}
         print(json.dumps(summary, indent=1) if json_out else "\n".join(summary_text(summary)))
         return
     from hangwatch.sinks.api import serve_in_thread

@@ -384,9 +384,8 @@
     const pages = Math.max(1, Math.ceil(calm.length / CALM_PAGE));
     calmPage = Math.min(calmPage, pages - 1);
     const rows = calm.slice(calmPage * CALM_PAGE, (calmPage + 1) * CALM_PAGE).map((g) => {
-      const m = (g.members || [])[0] || {};
       return "<tr data-launch=\"" + esc(g.launch) + "\"><td class=\"mono\">" + esc(g.launch) + "</td><td><span class=\"st st-" + esc(g.state) + "\">" + esc(g.state) +
-        "</span></td><td>" + esc(g.nodes) + "</td><td>" + esc(g.nodes === 1 ? (PHASE_LABEL[m.phase] || m.phase || "") : Object.entries(g.states || {}).map(([k, v]) => v + " " + k).join(", ")) + "</td></tr>";
+        "</span></td><td>" + esc(g.nodes) + "</td><td>" + esc(g.nodes === 1 ? (PHASE_LABEL[g.phase] || g.phase || "") : Object.entries(g.states || {}).map(([k, v]) => v + " " + k).join(", ")) + "</td></tr>";
     });
     const calmNodes = calm.reduce((n, g) => n + (g.nodes || 0), 0);
     const calmHtml = calm.length ? "<details id=\"calm\"" + (calmOpen ? " open" : "") + "><summary>" + calm.length + " launch" + (calm.length === 1 ? "" : "es") + " with no node apart (" + calmNodes + " nodes)</summary>" +

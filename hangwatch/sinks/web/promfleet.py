@@ -301,6 +301,7 @@ class PromFleet:
         self.fetched = 0  # agents asked for details, over the last refresh
         self._lock = threading.Lock()
         self._data: dict[str, Any] | None = None
+        self._summary: dict[str, Any] | None = None
         self._stop = threading.Event()
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(8, max_details)), thread_name_prefix="hangwatch-promfleet")
         self._thread: threading.Thread | None = None
@@ -317,12 +318,20 @@ class PromFleet:
         named = first["apart"] if first else []
         why = (f"launch {first['launch']}: {first['why']}" if first and first["multi_node"] else
                first["why"] if first else summary_text(summary)[0])
+        # the page draws a calm launch as one row: its members stay out of the page's data (a tenth
+        # of it at 1,000 nodes), and in the summary (`--json`, `self.summary()`)
+        drawn = [g if g["apart"] or g["state"] in (*_BAD, "unreachable") else {**g, "members": []} for g in launches]
         data = page_data("fleet", f"hangwatch fleet · {len(nodes)} nodes", detailed, generated_at=time.time(),
-                         fleet={"apart": named, "why": why, "source": "prometheus", **summary})
+                         fleet={"apart": named, "why": why, "source": "prometheus", **summary, "launches": drawn})
         with self._lock:
-            self._data = data
+            self._data, self._summary = data, summary
             self.urls = [n.url for n in nodes]
         return data
+
+    def summary(self) -> dict[str, Any] | None:
+        """The last refresh's `--json` object (every launch with all its members)."""
+        with self._lock:
+            return self._summary
 
     def _details(self, nodes: Sequence[FleetNode], launches: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Snapshots of the nodes apart (most urgent launch first); where a launch's nodes are stalled

@@ -60,7 +60,7 @@ def _page(browser: Browser) -> dict[str, Any]:
 def test_the_stuck_node_and_its_launch_are_named_first_among_500(fleet_page: str, browser: Browser) -> None:
     stuck, launch = instance(STUCK), launch_name(STUCK, PER_LAUNCH)
     browser.driver.get(fleet_page + "/")
-    page = wait_until(lambda: (p := _page(browser)) and stuck in p["apart"] and p, 30, "the node apart named")
+    page = wait_until(lambda: (p := _page(browser)) and stuck in p["apart"] and p, 60, "the node apart named")
     # THEN the first line names the node apart and its launch, and why (furthest behind, its cause)
     assert page["apart"].startswith(f"Node {stuck} stands apart: launch {launch}:"), page["apart"]
     assert "dist_init" in page["apart"] and "multinode_rendezvous" in page["apart"]
@@ -74,9 +74,9 @@ def test_the_stuck_node_and_its_launch_are_named_first_among_500(fleet_page: str
     assert page["calm"].startswith(f"{calm} launches with no node apart") and not page["calmOpen"]
     browser.driver.find_element(By.CSS_SELECTOR, "#calm summary").click()
     rows = lambda: browser.js("return document.querySelectorAll('#calm-table tr[data-launch]').length")  # noqa: E731
-    assert wait_until(lambda: rows() == 50, 10, "the first page of calm launches")
+    assert wait_until(lambda: rows() == 50, 20, "the first page of calm launches")
     browser.driver.find_element(By.CSS_SELECTOR, "#calm button[data-page='1']").click()
-    assert wait_until(lambda: rows() == calm - 50, 10, "the second page")
+    assert wait_until(lambda: rows() == calm - 50, 20, "the second page")
     # it stays open and on its page across refreshes
     time.sleep(2.5)
     assert rows() == calm - 50 and _page(browser)["calmOpen"]
