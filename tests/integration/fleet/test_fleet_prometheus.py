@@ -22,13 +22,16 @@ from helpers.promserver import PROMETHEUS, Prometheus
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (apt-get install prometheus)")]
 
-AGENTS = 16
+AGENTS = 16  # with --launch-label; and one more whose launch comes from its server's arguments
+RENDEZVOUS = f"127.0.0.1:{free_port()}"
+MULTI_NODE = ("--nnodes", "2", "--node-rank", "1", "--dist-init-addr", RENDEZVOUS)
 
 
-def _agent(procs: Procs, pid: int, name: str, launch: str) -> tuple[subprocess.Popen[bytes], str]:
+def _agent(procs: Procs, pid: int, name: str, launch: str | None) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    label = ["--launch-label", launch] if launch else []
     proc = procs.start([HANGWATCH, "attach", str(pid), "--serve", "--port", str(port), "--no-native", "--no-learn",
-                        "--launch-label", launch], name)
+                        *label], name)
     return proc, f"127.0.0.1:{port}"
 
 
@@ -39,19 +42,23 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     prometheus = None
     try:
         stuck_server = _server(procs, "stuck", "tcpstore")
-        healthy = [_server(procs, f"healthy{i}", "healthy") for i in range(3)]
+        healthy = [_server(procs, f"healthy{i}", "healthy") for i in range(2)]
+        # node 1 of a two-node start, as its launcher's own arguments say
+        healthy.append(_server(procs, "healthy2", "healthy", *MULTI_NODE))
         agents: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
         for i in range(AGENTS):
             launch = "stuck" if i < 4 else f"launch-{i // 4}"
             pid = stuck_server.pid if i == 0 else healthy[i % 3].pid
             agents[f"agent{i}"] = _agent(procs, pid, f"agent{i}", launch)
+        # one more agent with no --launch-label: its launch comes from the server's --dist-init-addr/--nnodes
+        agents["from-args"] = _agent(procs, healthy[2].pid, "from-args", None)
         for name, (proc, address) in agents.items():
             def up(proc: subprocess.Popen[bytes] = proc, address: str = address, name: str = name) -> bool:
                 assert proc.poll() is None, procs.output(name)[-2000:]
                 return get_json(f"http://{address}/healthz")["status"] == "ok"
             wait_until(up, 90, f"{name} to serve")
         prometheus = Prometheus(tmp, [address for _, address in agents.values()])
-        yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"][1],
+        yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"][1], "from_args": agents["from-args"][1],
                "addresses": [address for _, address in agents.values()]}
     finally:
         if prometheus is not None:
@@ -59,10 +66,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         procs.stop()
 
 
-def _server(procs: Procs, name: str, mode: str) -> subprocess.Popen[bytes]:
+def _server(procs: Procs, name: str, mode: str, *extra: str) -> subprocess.Popen[bytes]:
     """The small real test server (programs/) in `mode`; its output (the log its agents read) in NAME.out."""
     argv = [sys.executable, str(PROGRAMS / "sglang" / "launch_server.py"), "--model-path", "/models/tiny",
-            "--tp-size", "2", "--port", str(free_port())]
+            "--tp-size", "2", "--port", str(free_port()), *extra]
     return procs.start(argv, name, env={"HW_MODE": mode})
 
 
@@ -80,12 +87,12 @@ def test_fleet_from_prometheus_counts_every_agent_and_names_the_stalled_one(flee
     def settled() -> dict[str, Any] | None:
         data = _fleet_json(prometheus.url, "--selector", '{job="hangwatch"}')
         ready = data["states"].get("ready", 0)
-        return data if data["nodes"] == AGENTS and data["stalled"] and ready == AGENTS - 1 else None
+        return data if data["nodes"] == AGENTS + 1 and data["stalled"] and ready == AGENTS else None
 
-    data = wait_until(settled, 90, "16 nodes, one stalled, the rest ready", every=1.0,
+    data = wait_until(settled, 90, "17 nodes, one stalled, the rest ready", every=1.0,
                       on_timeout=lambda: _fleet_json(prometheus.url)["states"])
-    # THEN the fleet counts all sixteen and names exactly the stalled one, with its cause and phase
-    assert data["nodes"] == AGENTS
+    # THEN the fleet counts all seventeen and names exactly the stalled one, with its cause and phase
+    assert data["nodes"] == AGENTS + 1
     assert [s["instance"] for s in data["stalled"]] == [fleet["stuck"]]
     stalled = data["stalled"][0]
     assert (stalled["state"], stalled["phase"], stalled["launch"]) == ("stalled", "dist_init", "stuck")
@@ -94,9 +101,15 @@ def test_fleet_from_prometheus_counts_every_agent_and_names_the_stalled_one(flee
     # and groups the nodes by launch: the stuck launch first, its node apart named; the others calm
     launches = data["launches"]
     assert [g["launch"] for g in launches][0] == "stuck"
-    assert sorted(g["launch"] for g in launches) == ["launch-1", "launch-2", "launch-3", "stuck"]
+    from_args = f"sglang:{RENDEZVOUS}/2"
+    assert sorted(g["launch"] for g in launches) == sorted(["launch-1", "launch-2", "launch-3", "stuck", from_args])
     assert launches[0]["apart"] == [fleet["stuck"]] and launches[0]["nodes"] == 4
     assert all(g["apart"] == [] and g["state"] == "ready" for g in launches[1:])
+    # the launch named from the engine's own arguments: node rank 1 of 2, the other node not (yet) seen
+    (multi,) = [g for g in launches if g["launch"] == from_args]
+    assert (multi["multi_node"], multi["nnodes"], [m["instance"] for m in multi["members"]]) == \
+        (True, "2", [fleet["from_args"]])
+    assert multi["members"][0]["node_rank"] == "1"
 
 
 def test_a_selector_that_matches_no_agent_counts_none(fleet: dict[str, Any]) -> None:
