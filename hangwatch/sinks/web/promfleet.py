@@ -306,8 +306,13 @@ class PromFleet:
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(8, max_details)), thread_name_prefix="hangwatch-promfleet")
         self._thread: threading.Thread | None = None
 
-    def _token(self, url: str) -> str | None:
-        return self.tokens.get(url.rstrip("/")) or self.tokens.get("*")
+    def _token(self, node: FleetNode) -> str | None:
+        """The token for this agent: its own `URL TOKEN` line; else the shared token, but only where the
+        URL the agent exports is the address Prometheus scrapes (a series cannot send it elsewhere)."""
+        own = self.tokens.get(node.url.rstrip("/"))
+        if own:
+            return own
+        return self.tokens.get("*") if urllib.parse.urlsplit(node.url).netloc == node.instance else None
 
     def poll_once(self) -> dict[str, Any]:
         nodes = read_nodes(self.client, self.selector)
@@ -365,7 +370,7 @@ class PromFleet:
                                    "verdict": None, "timeline": None, "stacks": None, "gpus": None, "history": None,
                                    "preflight": None}
         else:
-            got = fetch_node(node.url, self._token(node.url), self.timeout)
+            got = fetch_node(node.url, self._token(node), self.timeout)
         got.update(name=node.instance, launch=_launch_name(node))
         return got
 

@@ -111,3 +111,17 @@ def test_launches_most_urgent_first_and_the_summary() -> None:
     assert text[0] == "5 nodes in 3 launches: 1 stalled, 1 progressing, 3 ready"
     assert text[1].startswith("  bad (2 nodes, STALLED): node c:1 stands apart")
     assert text[-1] == "  and 2 launches with no node apart"
+
+
+def test_the_shared_token_goes_only_to_the_address_prometheus_scrapes(tmp_path) -> None:
+    from hangwatch.sinks.web.promfleet import PromFleet, token_map
+
+    lines = tmp_path / "tokens"
+    lines.write_text("http://n2.example:9464 own-token\n")
+    one = tmp_path / "token"
+    one.write_text("shared\n")
+    fleet = PromFleet(PrometheusClient("http://127.0.0.1:9"), tokens={**token_map(one), **token_map(lines)})
+    here, elsewhere = node("n1:9464"), FleetNode(**{**node("n2:9464").__dict__, "url": "http://n2.example:9464"})
+    stranger = FleetNode(**{**node("n3:9464").__dict__, "url": "http://attacker.example/"})
+    assert [fleet._token(n) for n in (here, elsewhere, stranger)] == ["shared", "own-token", None]
+    fleet.stop()
