@@ -110,6 +110,12 @@ def test_fleet_from_prometheus_counts_every_agent_and_names_the_stalled_one(flee
     assert (multi["multi_node"], multi["nnodes"], [m["instance"] for m in multi["members"]]) == \
         (True, "2", [fleet["from_args"]])
     assert multi["members"][0]["node_rank"] == "1"
+    # and the summary a terminal gets says the same in a few lines
+    out = subprocess.run([HANGWATCH, "fleet", "--prometheus", prometheus.url], capture_output=True, text=True, timeout=60)
+    lines = out.stdout.splitlines()
+    assert lines[0] == f"{AGENTS + 1} nodes in 5 launches: 1 stalled, {AGENTS} ready", out.stdout + out.stderr
+    assert lines[1].startswith(f"  stuck (4 nodes, STALLED): node {fleet['stuck']} stands apart: it alone is stalled")
+    assert lines[2:] == ["  and 4 launches with no node apart"]
 
 
 def test_a_selector_that_matches_no_agent_counts_none(fleet: dict[str, Any]) -> None:
