@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from helpers.pageprocs import HANGWATCH, PROGRAMS, Procs, free_port, get_json, wait_until
+from helpers.pageprocs import HANGWATCH, PROGRAMS, ROOT, Procs, free_port, get_json, wait_until
 from helpers.promserver import PROMETHEUS, Prometheus
 
 pytestmark = [pytest.mark.slow,
@@ -57,7 +57,8 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                 assert proc.poll() is None, procs.output(name)[-2000:]
                 return get_json(f"http://{address}/healthz")["status"] == "ok"
             wait_until(up, 90, f"{name} to serve")
-        prometheus = Prometheus(tmp, [address for _, address in agents.values()])
+        prometheus = Prometheus(tmp, [address for _, address in agents.values()],
+                                rule_files=[ROOT / "dashboards" / "alerts.yml"])
         yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"][1], "from_args": agents["from-args"][1],
                "addresses": [address for _, address in agents.values()]}
     finally:
@@ -141,3 +142,18 @@ def test_the_served_page_data_has_the_stalled_agents_details(fleet: dict[str, An
     node = data["nodes"][0]
     assert node["error"] is None and node["verdict"]["state"] == "stalled" and node["timeline"]
     assert "launch stuck" in data["fleet"]["why"]
+
+
+def test_the_shipped_rules_name_the_stuck_launch_and_its_node_apart(fleet: dict[str, Any]) -> None:
+    prometheus: Prometheus = fleet["prometheus"]
+    # WHEN the shipped rules (dashboards/alerts.yml) run on the real agents' series
+    launch = 'ALERTS{alertname="HangwatchLaunchStuck"}'
+    alerts = wait_until(lambda: prometheus.query(launch), 90, "HangwatchLaunchStuck pending", every=1.0)
+    # THEN one alert, for launch "stuck", carrying its node apart, phase and cause (pending during its `for`)
+    assert len(alerts) == 1, alerts
+    labels = alerts[0]["metric"]
+    assert (labels["launch"], labels["instance"], labels["phase"]) == ("stuck", fleet["stuck"], "dist_init")
+    assert labels["cause"] and labels["alertstate"] in ("pending", "firing")
+    # and the stalled node's own alert carries the launch, so Alertmanager inhibits it under that page
+    node = wait_until(lambda: prometheus.query('ALERTS{alertname="HangwatchServerStalled"}'), 30, "the node alert")
+    assert [(a["metric"]["instance"], a["metric"].get("launch")) for a in node] == [(fleet["stuck"], "stuck")]
