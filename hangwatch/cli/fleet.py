@@ -23,7 +23,7 @@ def fleet(
                                                  help="Bearer token the fleet page requires.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback page without a token.")] = False,
     once: Annotated[bool, typer.Option("--once", help="Read every node once, print the summary and exit.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="With --once: print the fleet's JSON (the page's data).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --once: print the fleet's JSON (the page's data); with --prometheus: the fleet's summary as one JSON object.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between reads of the nodes.", min=0.2)] = 1.0,
     prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read the fleet from the Prometheus that scrapes the agents (instead of URLs), e.g. http://prometheus:9090.")] = None,
     selector: Annotated[str, typer.Option("--selector", help="With --prometheus: which agents, as label matchers, e.g. '{job=\"hangwatch\"}'.")] = "",
