@@ -67,7 +67,10 @@ def read_nodes(client: PrometheusClient, selector: str = "") -> list[FleetNode]:
     """Every agent the selector matches, seen in the last LOOKBACK: five instant queries, sent at once."""
     sel = "{" + selector_matchers(selector) + "}"
     seen = f"last_over_time(hangwatch_agent_info{sel}[{LOOKBACK}])"
-    queries = {"agents": seen, "verdicts": f"hangwatch_verdict_info{sel}",
+    # an agent's labels change once as it starts (its URL once bound, its launch after the first
+    # tick): the series it exports now wins over those it exported before
+    queries = {"agents": f"hangwatch_agent_info{sel} or on (job, instance) {seen}",
+               "verdicts": f"hangwatch_verdict_info{sel}",
                "since": f"hangwatch_seconds_since_progress{sel}", "blockers": f"hangwatch_blocker_info{sel}",
                "up": f"up and on (job, instance) {seen}"}
     with ThreadPoolExecutor(max_workers=len(queries), thread_name_prefix="hangwatch-promql") as pool:
@@ -95,9 +98,13 @@ def nodes_from_samples(*, agents: Iterable[Sample], verdicts: Iterable[Sample], 
     seconds = {_key(s.labels): s.value for s in since}
     blocker = {_key(s.labels): s.labels for s in blockers}
     scraped = {_key(s.labels): s.value for s in up}
+    latest: dict[tuple[str, str], Mapping[str, str]] = {}
+    for sample in agents:  # a gone agent's older label sets too: keep the one that says most
+        key = _key(sample.labels)
+        if key not in latest or _told(sample.labels) > _told(latest[key]):
+            latest[key] = sample.labels
     nodes = []
-    for sample in agents:
-        labels, key = sample.labels, _key(sample.labels)
+    for key, labels in latest.items():
         v = verdict.get(key)
         if scraped.get(key) == 0 or (v is None and key not in scraped):
             state = "unreachable"
@@ -112,6 +119,10 @@ def nodes_from_samples(*, agents: Iterable[Sample], verdicts: Iterable[Sample], 
             blocker=(f"{b.get('rank') or 'pid ' + b.get('pid', '?')} waits on {b.get('waits_on', '')}".strip()
                      if b else "")))
     return sorted(nodes, key=lambda n: (n.launch, _rank_order(n.node_rank), n.instance))
+
+
+def _told(labels: Mapping[str, str]) -> int:
+    return sum(1 for name in ("url", "launch", "node_rank", "nnodes") if labels.get(name))
 
 
 def _rank_order(rank: str) -> tuple[int, str]:

@@ -125,3 +125,14 @@ def test_the_shared_token_goes_only_to_the_address_prometheus_scrapes(tmp_path) 
     stranger = FleetNode(**{**node("n3:9464").__dict__, "url": "http://attacker.example/"})
     assert [fleet._token(n) for n in (here, elsewhere, stranger)] == ["shared", "own-token", None]
     fleet.stop()
+
+
+def test_an_agents_older_label_set_does_not_count_twice() -> None:
+    # before its first tick an agent exports no launch yet, before binding no URL; a gone agent's
+    # series are all old, and last_over_time returns each label set it had
+    a = {"job": "hangwatch", "instance": "n1:9464"}
+    nodes = nodes_from_samples(
+        agents=[Sample({**a, "url": "", "launch": ""}, 1),
+                Sample({**a, "url": "http://n1:9464", "launch": "sglang:n0:5000/2", "node_rank": "1", "nnodes": "2"}, 1)],
+        verdicts=[], since=[], blockers=[], up=[Sample(a, 0)])
+    assert [(n.instance, n.launch, n.state) for n in nodes] == [("n1:9464", "sglang:n0:5000/2", "unreachable")]
