@@ -154,3 +154,19 @@ def test_the_agents_command_uses_only_options_attach_has(path: Path) -> None:
         used = {word.split("=")[0] for word in shlex.split(line.replace("${log:+--log \"$log\"}", "--log x"))
                 if word.startswith("--")}
         assert used and used <= known, used - known
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: p.name)
+def test_the_start_script_finds_a_launcher_and_not_itself(path: Path) -> None:
+    # with hostPID (or a shared process namespace) `pgrep -f` sees the start script's own command
+    # line, which holds the pattern: the pattern must not match its own text
+    scripts = [" ".join(c.get("args", [])) for d in _docs(path) if d["kind"] in ("Pod", "DaemonSet")
+               for c in _pod_spec(d)["containers"] if c["name"] == "hangwatch"]
+    for script in scripts:
+        pattern = re.search(r"pgrep -o -f '([^']+)'", script)
+        assert pattern is not None, script
+        finds = re.compile(pattern.group(1))
+        assert not finds.search(f"/bin/sh -c {script}")
+        for launcher in ("python3 -m sglang.launch_server --model-path M --tp 8", "/usr/bin/python3 /usr/local/bin/vllm serve M",
+                         "python -m vllm.entrypoints.openai.api_server --model M"):
+            assert finds.search(launcher), launcher
