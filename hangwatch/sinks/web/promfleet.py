@@ -227,8 +227,12 @@ def group_launches(nodes: Sequence[FleetNode]) -> list[dict[str, Any]]:
             "since_s": max((n.since_s for n in members if n.bad and n.since_s is not None), default=None),
             "members": [_member(n) for n in members_sorted],
         })
-    launches.sort(key=lambda g: (URGENCY.get(g["state"], 9), not g["apart"], -(g["since_s"] or 0), g["launch"]))
+    launches.sort(key=_urgency)
     return launches
+
+
+def _urgency(g: Mapping[str, Any]) -> tuple[int, bool, float, str]:
+    return URGENCY.get(g["state"], 9), not g["apart"], -(g["since_s"] or 0), g["launch"]
 
 
 def _member(node: FleetNode) -> dict[str, Any]:
@@ -328,8 +332,9 @@ class PromFleet:
     def poll_once(self) -> dict[str, Any]:
         nodes = read_nodes(self.client, self.selector)
         launches = group_launches(nodes)
-        summary = fleet_summary(nodes, launches)
         detailed = self._details(nodes, launches)
+        launches.sort(key=_urgency)  # again: the agents' evidence may have named a launch's node apart
+        summary = fleet_summary(nodes, launches)
         first = next((g for g in launches if g["apart"]), None)
         named = first["apart"] if first else []
         why = (f"launch {first['launch']}: {first['why']}" if first and first["multi_node"] else
@@ -398,10 +403,11 @@ class PromFleet:
             started = time.monotonic()
             try:
                 self.poll_once()
-            except HangwatchError as exc:  # Prometheus away for a while: keep the last view, say so
-                with self._lock:
+            except Exception as exc:  # Prometheus away, or an answer not understood: keep the last view, say so
+                error = str(exc) if isinstance(exc, HangwatchError) else f"{type(exc).__name__}: {exc}"
+                with self._lock:  # a new dict: a request may be serialising the old one
                     if self._data is not None and self._data.get("fleet"):
-                        self._data["fleet"]["error"] = str(exc)
+                        self._data = {**self._data, "fleet": {**self._data["fleet"], "error": error}}
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def stop(self) -> None:
