@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hangwatch.engines import engine_names, get_engine
+from hangwatch.redact import redact_string
 
 __all__ = ["AgentLabels", "LaunchId", "launch_of"]
 
@@ -56,5 +57,6 @@ class AgentLabels:
             return self._url
 
     def set_url(self, url: str) -> None:
+        clean = redact_string(url)  # a --public-url with credentials in it: /metrics is read by many
         with self._lock:
-            self._url = url
+            self._url = clean

@@ -75,3 +75,12 @@ def test_verdict_info_has_state_phase_and_cause_in_one_series():
     assert sample(registry, "hangwatch_verdict_info", state="stalled", phase="dist_init", cause="nccl_peer_exited") == 1
     assert make_registry(make_view(None), host="node-a", process=False).get_sample_value(
         "hangwatch_verdict_info", {"server": SERVER, "host": "node-a", "state": "stalled"}) is None
+
+
+def test_agent_info_never_carries_credentials_of_the_public_url():
+    from hangwatch.sinks.launchid import AgentLabels
+
+    agent = AgentLabels()
+    agent.set_url("http://admin:hunter2@node7:9464")
+    text = generate_latest(make_registry(make_view(make_verdict()), process=False, agent=agent)).decode()
+    assert "hunter2" not in text and 'url="http://node7:9464"' in text
