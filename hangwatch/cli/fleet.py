@@ -14,7 +14,7 @@ import typer
 
 
 def fleet(
-    urls: Annotated[list[str], typer.Argument(help="Each node's agent (hangwatch attach PID --serve), e.g. http://node1:9464.")],
+    urls: Annotated[list[str] | None, typer.Argument(help="Each node's agent (hangwatch attach PID --serve), e.g. http://node1:9464.")] = None,
     token_file: Annotated[Path | None, typer.Option(
         "--token-file", help="The nodes' bearer token: a file with one token, or lines 'URL TOKEN'.")] = None,
     host: Annotated[str, typer.Option("--host", help="Address of the fleet page.")] = "127.0.0.1",
@@ -23,10 +23,27 @@ def fleet(
                                                  help="Bearer token the fleet page requires.")] = None,
     insecure: Annotated[bool, typer.Option("--insecure", help="Allow a non-loopback page without a token.")] = False,
     once: Annotated[bool, typer.Option("--once", help="Read every node once, print the summary and exit.")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="With --once: print the fleet's JSON (the page's data).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="With --once: print the fleet's JSON (the page's data); with --prometheus: the fleet's summary as one JSON object.")] = False,
     interval: Annotated[float, typer.Option("--interval", help="Seconds between reads of the nodes.", min=0.2)] = 1.0,
+    prometheus: Annotated[str | None, typer.Option("--prometheus", help="Read the fleet from the Prometheus that scrapes the agents (instead of URLs), e.g. http://prometheus:9090.")] = None,
+    selector: Annotated[str, typer.Option("--selector", help="With --prometheus: which agents, as label matchers, e.g. '{job=\"hangwatch\"}'.")] = "",
+    serve: Annotated[bool, typer.Option("--serve", help="With --prometheus: serve the fleet page (else print once and exit).")] = False,
 ) -> None:
-    """Show several nodes' agents as one: all ranks in one timeline and one stack tree, and the node that stands apart."""
+    """Show several nodes' agents as one: all ranks in one timeline and one stack tree, and the node that stands apart.
+
+    With --prometheus URL the nodes come from Prometheus (a few queries, whatever the fleet's size),
+    grouped by launch; only the nodes that stand apart are asked for their details.
+    """
+    if prometheus is not None:
+        if urls:
+            raise typer.BadParameter("give agents' URLs or --prometheus, not both", param_hint="--prometheus")
+        from hangwatch.cli.promfleet import prom_fleet
+
+        prom_fleet(prometheus, selector=selector, token_file=token_file, host=host, port=port, token=token,
+                   insecure=insecure, json_out=json_out, serve=serve, interval=interval)
+        return
+    if not urls:
+        raise typer.BadParameter("give each node's agent URL, or --prometheus URL", param_hint="URLS")
     from hangwatch.sinks.web.fleet import (
         Fleet,
         create_fleet_app,

@@ -49,6 +49,7 @@ PublicOpt = Annotated[str | None, typer.Option("--public-url", envvar="HANGWATCH
 NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Skip the preflight checks before the launch.")]
 StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not launch when the preflight finds a critical problem (exit 1).")]
 HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions, alerts and past starts (default for past starts: $XDG_STATE_HOME/hangwatch/history.sqlite).")]
+LaunchLabelOpt = Annotated[str | None, typer.Option("--launch-label", envvar="HANGWATCH_LAUNCH_LABEL", help="The multi-node start this node belongs to, the same on every node (default: from the engine's --dist-init-addr/--nnodes); exported in /metrics for `hangwatch fleet --prometheus`.")]
 LearnOpt = Annotated[bool, typer.Option("--learn/--no-learn", help="Learn phase budgets and the ETA from past starts of the same setup (kept in the history file).")]
 
 
@@ -98,6 +99,7 @@ class WatchOptions:
     webhook_file: Path | None = None
     slack_webhook_file: Path | None = None
     learn: bool = True
+    launch_label: str | None = None
 
     def with_secret_files(self) -> WatchOptions:
         """hangwatch's own secrets read from their files (`--token-file` ...): never needed in argv."""
@@ -129,7 +131,7 @@ _SHARED = {
     "native": NativeOpt, "serve": ServeOpt, "host": HostOpt, "port": PortOpt, "token": TokenOpt,
     "insecure": InsecureOpt, "slack_webhook": SlackOpt, "webhook": WebhookOpt, "public_url": PublicOpt,
     "history": HistoryOpt, "token_file": TokenFileOpt, "webhook_file": WebhookFileOpt,
-    "slack_webhook_file": SlackFileOpt, "learn": LearnOpt,
+    "slack_webhook_file": SlackFileOpt, "learn": LearnOpt, "launch_label": LaunchLabelOpt,
 }  # fmt: skip
 
 
@@ -307,7 +309,7 @@ class _Sinks:
         self.watcher, self.store, self.serve, self.host, self.port = watcher, store, opts.serve, opts.host, opts.port
         self.preflight = preflight  # the report served at /preflight (`run` only)
         self.token, self.insecure, self.slack, self.webhook = opts.token, opts.insecure, opts.slack_webhook, opts.webhook
-        self.public_url, self.history = opts.public_url, opts.history
+        self.public_url, self.history, self.launch_label = opts.public_url, opts.history, opts.launch_label
         self.callbacks: list[Callable[[Observation, Verdict], None]] = []
         self._closers: list[Callable[[], None]] = []
 
@@ -366,8 +368,11 @@ class _Sinks:
 
     def _api(self, store: Any) -> None:
         from hangwatch.sinks.api import create_app, serve_in_thread
+        from hangwatch.sinks.launchid import AgentLabels
 
-        app_ = create_app(self.watcher.view, token=self.token, store=store, preflight=self.preflight)
+        agent = AgentLabels(launch_label=self.launch_label)
+        app_ = create_app(self.watcher.view, token=self.token, store=store, preflight=self.preflight, agent=agent)
         handle = serve_in_thread(app_, self.host, self.port, token=self.token, insecure=self.insecure)
+        agent.set_url(self.public_url or handle.url)  # a fleet reads the agent's details there
         print(f"hangwatch: API on {handle.url}", file=sys.stderr)
         self._closers.append(handle.stop)

@@ -32,6 +32,7 @@ from hangwatch.errors import HangwatchError
 from hangwatch.model import GpuSample, Verdict
 from hangwatch.redact import redact_files, redacted, redacted_verdict
 from hangwatch.sinks.http_limits import QuietServer, raise_nofile_limit, uvicorn_limits
+from hangwatch.sinks.launchid import AgentLabels
 from hangwatch.sinks.metrics import make_registry
 from hangwatch.sinks.store import AlertRecord, Episode, HistoryStore, Refinement, Transition
 from hangwatch.sinks.web import Mode, page_data, render_page
@@ -217,6 +218,7 @@ def create_app(
     preflight: Mapping[str, Any] | None = None,
     stale_after_s: float = 30.0,
     hosts: Sequence[str] = (),
+    agent: AgentLabels | None = None,
 ) -> FastAPI:
     """The API over `view`. `rate`: requests per second per client address (burst 2x); None: unbounded.
     `preflight`: the report of the preflight run before this launch (`hangwatch run`), served at /preflight.
@@ -227,7 +229,7 @@ def create_app(
     app = FastAPI(title="hangwatch", version=__version__, description=_DESCRIPTION, responses=_ERRORS)
     app.state.token = token
     app.state.hosts = set(_LOOPBACK_NAMES) | {h.lower() for h in hosts}
-    registry = registry if registry is not None else make_registry(view)
+    registry = registry if registry is not None else make_registry(view, agent=agent)
     _routes(app, view, store, registry, stale_after_s)
     _preflight_route(app, preflight)
     app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate, hosts=app.state.hosts)

@@ -5,6 +5,10 @@ owns, not the global REGISTRY: two watchers in one process (tests, the bench) ne
 nothing else in the process leaks into hangwatch's /metrics. Every series carries `server`, so
 alert rules and dashboards can say which server stalled, and `host`, so one Prometheus can watch
 many nodes; Prometheus adds `instance` and `job`.
+
+`hangwatch_agent_info` says where the agent's API is and which multi-node start its server belongs
+to, and `hangwatch_verdict_info` the state, phase and cause in one series: `hangwatch fleet
+--prometheus` reads a whole fleet from these in a few queries (docs/fleet.md).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from prometheus_client.metrics_core import (
 
 from hangwatch._version import __version__
 from hangwatch.model import GpuSample, Phase, State, Verdict
+from hangwatch.sinks.launchid import AgentLabels, launch_of
 from hangwatch.watch.published import WatchView
 
 __all__ = ["VerdictCollector", "make_registry"]
@@ -40,17 +45,20 @@ class VerdictCollector:
     so a cluster view needs no relabelling in the scrape config).
     """
 
-    def __init__(self, view: WatchView, *, host: str | None = None) -> None:
+    def __init__(self, view: WatchView, *, host: str | None = None, agent: AgentLabels | None = None) -> None:
         self._view = view
         self._host = host or socket.gethostname()
+        self._agent = agent or AgentLabels()
 
     def collect(self) -> Iterable[Metric]:
         key = [self._view.server_name, self._host]
         verdict = self._view.verdict()
         yield _info(key)
+        yield self._agent_info(key)
         yield _ticks(key, self._view.tick_count())
         yield _state(key, verdict)
         if verdict is not None:
+            yield from _verdict_info(key, verdict)
             yield from _since(key, verdict)
             yield _rank_phases(key, verdict)
             yield from _cause(key, verdict)
@@ -60,7 +68,31 @@ class VerdictCollector:
         yield _latencies(key, self._view.sampler_latencies())
 
 
+    def _agent_info(self, key: list[str]) -> Metric:
+        observation = self._view.observation()
+        server = observation.server if observation is not None else None
+        launch = launch_of(server.engine if server else None, server.flags if server else {}, self._agent.launch_label)
+        info = InfoMetricFamily("hangwatch_agent", "Where this agent's API is, and the multi-node start its server "
+                                "belongs to (launch: '' for a single-node server).", labels=_KEY)
+        info.add_metric(key, {"url": self._agent.url, "launch": launch.launch, "node_rank": launch.node_rank,
+                              "nnodes": launch.nnodes})
+        return info
+
+
 _KEY = ["server", "host"]
+
+
+def _verdict_info(key: list[str], verdict: Verdict) -> Iterable[Metric]:
+    info = InfoMetricFamily("hangwatch_verdict", "The verdict in one series: state, phase and cause ('' if none).",
+                            labels=_KEY)
+    info.add_metric(key, {"state": verdict.state.value, "phase": verdict.phase.value if verdict.phase else "",
+                          "cause": verdict.cause or ""})
+    yield info
+    # a number, so an alert rule can pick the node furthest behind in a launch (bottomk by launch)
+    index = GaugeMetricFamily("hangwatch_phase_index", "The verdict's phase as its place in the startup order "
+                              "(0 launch ... 8 ready); -1 when no phase is known.", labels=_KEY)
+    index.add_metric(key, verdict.phase.order if verdict.phase else -1)
+    yield index
 
 
 def _info(key: list[str]) -> Metric:
@@ -179,10 +211,11 @@ def _latencies(key: list[str], latencies: dict[str, float]) -> Metric:
     return family
 
 
-def make_registry(view: WatchView, *, host: str | None = None, process: bool = True) -> CollectorRegistry:
+def make_registry(view: WatchView, *, host: str | None = None, process: bool = True,
+                  agent: AgentLabels | None = None) -> CollectorRegistry:
     """A fresh registry with the verdict collector and (by default) this process's own CPU/RSS."""
     registry = CollectorRegistry()
-    registry.register(VerdictCollector(view, host=host))
+    registry.register(VerdictCollector(view, host=host, agent=agent))
     if process:
         ProcessCollector(registry=registry)
     return registry

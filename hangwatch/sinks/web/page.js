@@ -249,6 +249,18 @@
 
   // ------------------------------------------------------------------ sections
   function renderBanner(data, focus) {
+    const f = data.fleet || {};
+    if (Array.isArray(f.launches) && !focus.verdict) { // from Prometheus, no agent's details (a calm fleet, or the agent apart does not answer)
+      const worst = f.launches.length ? f.launches[0].state : "none";
+      $("banner").className = "banner state-" + worst;
+      $("banner").dataset.state = worst;
+      $("state").textContent = f.launches.length ? worst : "no nodes";
+      setHTML("headline", esc(((f.apart || []).length ? "node " + f.apart.join(", ") + " stands apart · " : "") + (f.why || "")));
+      const focusErr = data.nodes.length && focus.error ? "its agent's details: " + focus.error : "";
+      setHTML("subline", esc(focusErr));
+      document.title = data.title || "hangwatch fleet";
+      return;
+    }
     const v = focus.verdict;
     const banner = $("banner");
     const state = v ? v.state : (focus.error ? "crashed" : "none");
@@ -335,6 +347,7 @@
     if (data.nodes.length < 2 && !data.fleet) { card.hidden = true; return; }
     card.hidden = false;
     const f = data.fleet || {};
+    if (Array.isArray(f.launches)) { renderLaunches(data, f); return; }
     const apart = new Set(f.apart || []);
     const head = apart.size
       ? "<div class=\"apart-line\" id=\"apart\">Node <b>" + esc(Array.from(apart).join(", ")) + "</b> stands apart: " + esc(f.why || "") + "</div>"
@@ -346,6 +359,57 @@
         (v ? esc(v.cause || STATE_WORDS[v.state] || "") + (v.ranks && v.ranks.length ? " · ranks " + esc(compactRanks(v.ranks)) : "") : "<span class=\"error\">" + esc(downLine(n)) + "</span>") + "</div>";
     });
     setHTML("fleet", "<h2>Nodes <small>" + data.nodes.length + " agents</small></h2>" + head + "<div class=\"nodes\">" + cards.join("") + "</div>");
+  }
+
+  // --- a fleet read from Prometheus (hangwatch fleet --prometheus): launches, most urgent first. The
+  // launches with a node apart or a stuck node are drawn in full; the calm ones fold into one list,
+  // a page of CALM_PAGE rows at a time, so a thousand nodes cost a few dozen rows of HTML.
+  const CALM_PAGE = 50;
+  let calmPage = 0, calmOpen = false;
+  const URGENT = { crashed: 1, stalled: 1, unreachable: 1 };
+  function memberLine(m, apartSet) {
+    const st = m.state || "waiting";
+    return "<tr class=\"member" + (apartSet.has(m.instance) ? " apart" : "") + "\" data-node=\"" + esc(m.instance) + "\"><td class=\"mono\">" +
+      esc(m.instance) + "</td><td><span class=\"st st-" + esc(st) + "\">" + esc(st) + "</span></td><td>" + esc(m.node_rank || "") +
+      "</td><td>" + esc(PHASE_LABEL[m.phase] || m.phase || "") + "</td><td class=\"mono\">" + esc(m.cause || "") + "</td><td>" +
+      (num(m.since_s) !== null && URGENT[st] ? fmtS(m.since_s) : "") + "</td><td class=\"muted\">" + esc(m.blocker || "") + "</td></tr>";
+  }
+  function launchBlock(g) {
+    const apartSet = new Set(g.apart || []);
+    const members = g.members || [];
+    const shown = members.slice(0, 12);
+    const states = Object.entries(g.states || {}).map(([k, v]) => v + " " + k).join(", ");
+    return "<div class=\"launch urgent\" data-launch=\"" + esc(g.launch) + "\"><div class=\"launch-head\"><span class=\"st st-" + esc(g.state) + "\">" + esc(g.state) +
+      "</span> <b>" + (g.multi_node ? "launch " : "") + esc(g.launch) + "</b> <span class=\"muted\">" + esc(g.nodes) + " node" + (g.nodes === 1 ? "" : "s") + " · " + esc(states) + "</span></div>" +
+      (apartSet.size ? "<div class=\"launch-apart\">node <b class=\"mono\">" + esc(Array.from(apartSet).join(", ")) + "</b> stands apart: " + esc(g.why) + "</div>"
+        : "<div class=\"muted\">" + esc(g.why) + "</div>") +
+      "<table class=\"members\"><tr><th>node</th><th>state</th><th>rank</th><th>phase</th><th>cause</th><th>no progress</th><th>blocker</th></tr>" +
+      shown.map((m) => memberLine(m, apartSet)).join("") + "</table>" +
+      (members.length > shown.length ? "<div class=\"muted\">and " + (members.length - shown.length) + " more nodes, none apart</div>" : "") + "</div>";
+  }
+  function renderLaunches(data, f) {
+    const launches = f.launches;
+    const urgent = launches.filter((g) => URGENT[g.state] || (g.apart || []).length);
+    const calm = launches.filter((g) => !(URGENT[g.state] || (g.apart || []).length));
+    const states = Object.entries(f.states || {}).sort((a, b) => (STATE_RANK[b[0]] ?? 3.5) - (STATE_RANK[a[0]] ?? 3.5)).map(([k, v]) => v + " " + k).join(", ");
+    const apart = f.apart || [];
+    const head = (apart.length ? "<div class=\"apart-line\" id=\"apart\">Node <b>" + esc(apart.join(", ")) + "</b> stands apart: " + esc(f.why || "") + "</div>"
+      : "<div class=\"apart-line\" id=\"apart\">" + esc(f.why || "No node stands apart.") + "</div>") +
+      (f.error ? "<div class=\"error\">" + esc(f.error) + "</div>" : "");
+    const pages = Math.max(1, Math.ceil(calm.length / CALM_PAGE));
+    calmPage = Math.min(calmPage, pages - 1);
+    const rows = calm.slice(calmPage * CALM_PAGE, (calmPage + 1) * CALM_PAGE).map((g) => {
+      return "<tr data-launch=\"" + esc(g.launch) + "\"><td class=\"mono\">" + esc(g.launch) + "</td><td><span class=\"st st-" + esc(g.state) + "\">" + esc(g.state) +
+        "</span></td><td>" + esc(g.nodes) + "</td><td>" + esc(g.nodes === 1 ? (PHASE_LABEL[g.phase] || g.phase || "") : Object.entries(g.states || {}).map(([k, v]) => v + " " + k).join(", ")) + "</td></tr>";
+    });
+    const calmNodes = calm.reduce((n, g) => n + (g.nodes || 0), 0);
+    const calmHtml = calm.length ? "<details id=\"calm\"" + (calmOpen ? " open" : "") + "><summary>" + calm.length + " launch" + (calm.length === 1 ? "" : "es") + " with no node apart (" + calmNodes + " nodes)</summary>" +
+      "<table class=\"members\" id=\"calm-table\"><tr><th>launch</th><th>state</th><th>nodes</th><th>where</th></tr>" + rows.join("") + "</table>" +
+      (pages > 1 ? "<div class=\"pager\"><button type=\"button\" data-page=\"-1\"" + (calmPage ? "" : " disabled") + ">previous</button> page " + (calmPage + 1) + " of " + pages +
+        " <button type=\"button\" data-page=\"1\"" + (calmPage + 1 < pages ? "" : " disabled") + ">next</button></div>" : "") + "</details>" : "";
+    setHTML("fleet", "<h2>Fleet <small id=\"fleet-count\">" + esc(f.nodes) + " nodes in " + launches.length + " launches · " + esc(states) + " · from Prometheus</small></h2>" + head +
+      "<div id=\"launches\">" + urgent.map(launchBlock).join("") + "</div>" + calmHtml +
+      (data.nodes.length ? "<p class=\"muted\">Details below (stacks, timeline, evidence) come from the agent" + (data.nodes.length > 1 ? "s" : "") + " of " + esc(data.nodes.map((n) => n.name).join(", ")) + ".</p>" : ""));
   }
 
   // --- the Gantt timeline
@@ -683,6 +747,13 @@
       try { sessionStorage.setItem(TOKEN_KEY, value); } catch (e) { /* private mode: kept nowhere, asked again */ }
       poll();
     });
+    $("fleet").addEventListener("click", (ev) => {
+      const b = ev.target.closest("button[data-page]");
+      if (!b) return;
+      calmPage = Math.max(0, calmPage + Number(b.dataset.page));
+      if (window.HW_LAST) renderFleet(window.HW_LAST);
+    });
+    $("fleet").addEventListener("toggle", (ev) => { if (ev.target.id === "calm") calmOpen = ev.target.open; }, true);
     $("tree").addEventListener("click", (ev) => {
       const b = ev.target.closest("button.fold");
       if (!b) return;

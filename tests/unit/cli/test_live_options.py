@@ -18,7 +18,7 @@ def _options(name: str) -> dict[str, tuple[tuple[str, ...], object, str | None]]
 def test_attach_and_run_offer_the_same_shared_options() -> None:
     attach, run = _options("attach"), _options("run")
     shared = {f.name for f in fields(WatchOptions)}
-    assert len(shared) == 19  # 15, the three secret files (--token-file, ...), and --learn/--no-learn
+    assert len(shared) == 20  # 15, the three secret files (--token-file, ...), --learn/--no-learn, --launch-label
     assert {name: attach[name] for name in shared} == {name: run[name] for name in shared}
     assert attach["port"][0] == ("--port",) and attach["port"][1] == 9464
     # each command keeps its own: attach reads a log, run keeps one and runs the preflight

@@ -58,3 +58,29 @@ def test_exposition_parses_and_has_process_metrics():
     text = generate_latest(make_registry(make_view(make_verdict()))).decode()
     names = {family.name for family in text_string_to_metric_families(text)}
     assert {"hangwatch_state", "hangwatch_rank_phase", "hangwatch_cause_info", "process_resident_memory_bytes"} <= names
+
+
+def test_agent_info_names_the_url_and_the_launch_label():
+    from hangwatch.sinks.launchid import AgentLabels
+
+    agent = AgentLabels(launch_label="run-7")
+    registry = make_registry(make_view(make_verdict()), host="node-a", process=False, agent=agent)
+    agent.set_url("http://10.0.0.5:9464")
+    assert sample(registry, "hangwatch_agent_info", url="http://10.0.0.5:9464", launch="run-7", node_rank="",
+                  nnodes="") == 1
+
+
+def test_verdict_info_has_state_phase_and_cause_in_one_series():
+    registry = make_registry(make_view(make_verdict()), host="node-a", process=False)
+    assert sample(registry, "hangwatch_verdict_info", state="stalled", phase="dist_init", cause="nccl_peer_exited") == 1
+    assert make_registry(make_view(None), host="node-a", process=False).get_sample_value(
+        "hangwatch_verdict_info", {"server": SERVER, "host": "node-a", "state": "stalled"}) is None
+
+
+def test_agent_info_never_carries_credentials_of_the_public_url():
+    from hangwatch.sinks.launchid import AgentLabels
+
+    agent = AgentLabels()
+    agent.set_url("http://admin:hunter2@node7:9464")
+    text = generate_latest(make_registry(make_view(make_verdict()), process=False, agent=agent)).decode()
+    assert "hunter2" not in text and 'url="http://node7:9464"' in text
