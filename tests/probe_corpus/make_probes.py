@@ -931,6 +931,52 @@ PC: @     0x7f9c2e41a2b0 (unknown)
 """})
 
 
+# Issue 19 (dev batch 3): the engines' own start-up checks and consequences that followed a first failure.
+
+case("ff-sglang-unbalanced-memory-other-process", "gpu_memory_held", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=2,
+     log="""[2025-06-03 10:12:40 TP0] Init torch distributed begin.
+[2025-06-03 10:12:41 TP1] Init torch distributed begin.
+[2025-06-03 10:12:44 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/model_runner.py", line 512, in init_torch_distributed
+    raise ValueError(
+ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory=31.2, local_gpu_memory=78.9, local_gpu_memory * 0.9=71.01
+""")
+
+case("ff-kv-none-left-v1-shared-gpu", "gpu_memory_held", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA L4", cc="8.9", tp=1,
+     cmdline="vllm serve Qwen/Qwen2.5-0.5B-Instruct --gpu-memory-utilization 0.25 --port 8001",
+     log="""(EngineCore_0 pid=811) INFO 05-02 09:01:12 [gpu_model_runner.py:1730] Model loading took 0.93 GiB and 2.1 seconds
+(EngineCore_0 pid=811) ERROR 05-02 09:01:19 [core.py:586] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.
+""")
+
+case("ff-bind-failed-cpp-listener", "port_in_use", "crashed", why=ENDED_IN_ERROR, engine=None, tp=1,
+     log="""I0412 08:00:01.112 grpc_server.cc:2451] Started GRPCInferenceService at 0.0.0.0:8001
+E0412 08:00:01.114 http_server.cc:201] failed to bind HTTP server socket on 0.0.0.0:8000
+error: creating server: Internal - failed to start HTTP service
+""")
+
+case("ff-uvicorn-workers-die-api-server", "tokenizer_or_detokenizer", "stalled", engine=None, tp=1,
+     cmdline="python -m my_serving.api --workers 4 --model /models/llama-3-8b",
+     log="""INFO:     Started parent process [9120]
+INFO:     Waiting for child process [9133]
+INFO:     Child process [9133] died
+INFO:     Started server process [9201]
+INFO:     Waiting for child process [9140]
+INFO:     Child process [9140] died
+""")
+
+case("ff-warmup-error-then-killed-sglang", "warmup_request", "crashed", why=ENDED_IN_ERROR, tp=1,
+     log="""[2025-04-02 08:10:02] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
+[2025-04-02 08:10:03] Initialization failed. warmup error: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/entrypoints/http_server.py", line 702, in _wait_and_warmup
+    res = requests.post(url + request_name, json=json_data, headers=headers, timeout=600)
+  File "/usr/local/lib/python3.10/dist-packages/requests/adapters.py", line 700, in send
+    raise ConnectionError(e, request=request)
+requests.exceptions.ConnectionError: HTTPConnectionPool(host='0.0.0.0', port=30000): Max retries exceeded with url: /generate (Caused by ProxyError('Unable to connect to proxy', OSError('Tunnel connection failed: 403 Forbidden')))
+[2025-04-02 08:10:03] Rank 0 scheduler is dead. Please check if there are relevant logs.
+Killed
+""")
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:

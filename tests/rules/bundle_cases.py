@@ -1111,3 +1111,46 @@ case("first-failure-reading-weights", "quiet", "weights-fine-oom", meta=meta(tp=
 case("first-failure-cuda-init-ambiguous", "fires", "unknown-error-at-init", meta=meta(tp=1),
      log="RuntimeError: CUDA error: unknown error\nCUDA kernel errors might be asynchronously reported at some other API call\n")
 case("first-failure-cuda-init-ambiguous", "quiet", "invalid-argument", meta=meta(tp=1), log="RuntimeError: CUDA error: invalid argument\n")
+
+# =================================================================== engines' own start-up checks (issue 19)
+
+case("startup-free-memory-precheck", "fires", "vllm-v1-worker-precheck", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B --gpu-memory-utilization 0.9",
+     log="\n".join([v_line("Free memory on device cuda:0 (12.4/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB). "
+                           "Decrease GPU memory utilization or reduce GPU memory used by other processes.", "core.py:708", level="ERROR"),
+                    v_line("EngineCore failed to start.", "core.py:712", level="ERROR")]))
+case("startup-free-memory-precheck", "fires", "sglang-unbalanced-capacity", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("init_end", tp=4, extra=["[2026-11-29 23:04:00 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+                                         "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                                         "min_per_gpu_memory=20.11, local_gpu_memory=78.52, local_gpu_memory * 0.9=70.67"]))
+case("startup-free-memory-precheck", "quiet", "kv-too-small", meta=meta("vllm", tp=1), log=KV_OOM)
+
+case("kv-none-left-under-shared-fraction", "fires", "v0-small-fraction", meta=meta("vllm", tp=1),
+     cmdline="python -m vllm.entrypoints.openai.api_server --model /models/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.3",
+     log="ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
+case("kv-none-left-under-shared-fraction", "quiet", "whole-gpu-fraction", meta=meta("vllm", tp=1),
+     cmdline="python -m vllm.entrypoints.openai.api_server --model /models/Qwen2.5-72B-Instruct --gpu-memory-utilization 0.95",
+     log="ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
+
+case("bind-failed-log", "fires", "cpp-http-server", meta=meta(engine=None, tp=1), log="\n".join([
+    "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 7",
+    "main: couldn't bind to server socket: hostname=0.0.0.0 port=8000",
+    "main: exiting due to HTTP server error"]))
+case("bind-failed-log", "fires", "collective-listener-bound", meta=meta(engine=None, tp=8), log="\n".join([
+    "[rank2]: RuntimeError: create communicator failed: error code is 11",
+    "[rank2]: EI0006: Failed to bind the IP port. Reason: The IP address and port have been bound already. port[16666]"]))
+case("bind-failed-log", "quiet", "ipv6-unsupported", meta=meta(tp=2), cmdline=SG2, log=sg_log("init_begin", tp=2, extra=[
+    "[W socket.cpp:697] [c10d] The server socket has failed to bind to [::]:29500 (errno: 97 - Address family not supported by protocol)."]))
+
+case("uvicorn-workers-respawning", "fires", "tokenizer-workers", meta=meta(tp=1),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --tokenizer-worker-num 4",
+     log="\n".join(["[2026-11-29 23:05:01] INFO:     Started parent process [41200]",
+                    "[2026-11-29 23:05:31] INFO:     Waiting for child process [41233]",
+                    "[2026-11-29 23:05:31] INFO:     Child process [41233] died",
+                    "[2026-11-29 23:05:32] INFO:     Started server process [41301]",
+                    "[2026-11-29 23:06:02] INFO:     Waiting for child process [41301]",
+                    "[2026-11-29 23:06:02] INFO:     Child process [41301] died"]))
+case("uvicorn-workers-respawning", "quiet", "one-scheduler-died", meta=meta(tp=2), cmdline=SG2, log=sg_log("load_begin", tp=2, extra=[
+    "[2026-11-29 23:04:00] Child process unexpectedly failed with exitcode=-9. pid=4412"]))
+case("dead-rank-log", "quiet", "uvicorn-worker-respawned", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:05:31] INFO:     Waiting for child process [41233]",
+    "[2026-11-29 23:05:31] INFO:     Child process [41233] died"]))
