@@ -88,6 +88,20 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
+def rewraps(root: Failure, failure: Failure, after: int) -> bool:
+    """`failure` is the root raised again by the step it failed in, on the next line: `Exception:
+    Capture cuda graph failed: CUDA error: invalid resource handle` after the CUDA error. The
+    wrapper names the phase; quoting it quotes the first failure."""
+    if failure is root or failure.kind != "exception" or min(failure.lines, default=failure.lineno) != after + 1:
+        return False
+    if root.cuda is not None and failure.cuda == root.cuda:
+        return True
+    if root.errno is not None and failure.errno == root.errno:
+        return True
+    said = (root.message or "").strip()[:40]
+    return len(said) >= 12 and said in failure.text
+
+
 def memory_trend(samples: tuple[GpuSample, ...]) -> Trend | None:
     points = sorted(
         (s.t, sum(g.memory_used_mib for g in s.gpus if g.memory_used_mib is not None))
@@ -199,6 +213,9 @@ class Context:
         root = self.root_failure
         if root is not None and not root.consequence:
             after = max(root.lines, default=root.lineno)
+            for failure in self.failures:
+                if rewraps(root, failure, after):
+                    roles.update(dict.fromkeys(failure.lines, "root"))
             for line in self.evidence.log:
                 if line.lineno > after and line.lineno not in roles and DEATH_REPORT.search(line.message or line.text):
                     roles[line.lineno] = "consequence"

@@ -977,6 +977,26 @@ Killed
 """)
 
 
+case("ff-capture-wraps-kernel-error-blackwell", "cuda_graph_capture", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA RTX PRO 6000 Blackwell Workstation Edition", cc="12.0", tp=2,
+     log="""[2025-10-21 14:02:11 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=21.40 GB
+[2025-10-21 14:02:12 TP0] Scheduler hit an exception: Traceback (most recent call last):
+RuntimeError: CUDA error: invalid resource handle (at /sgl-kernel/csrc/elementwise/rope.cu:311)
+Exception: Capture cuda graph failed: CUDA error: invalid resource handle
+""")
+
+case("ff-kv-component-oom-executor", "kv_cache_alloc", "crashed", why=ENDED_IN_ERROR, engine=None, gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+     log="""[11/02/2025-08:12:40] [TRT-LLM] [I] Model weights loaded: 71.3 GiB per rank
+[11/02/2025-08:12:44] [TRT-LLM] [RANK 2] [E] Out of memory while building the executor.
+Failed to allocate component: KV cache (requested 9.80 GiB, free 3.12 GiB)
+""")
+
+case("ff-compile-took-minutes-sglang", "jit_compile_slow", "progressing", tp=2,
+     log="""[2025-09-14 10:01:02 TP0] Load weight end. type=Qwen3MoeForCausalLM, dtype=torch.bfloat16, avail mem=41.02 GB
+[2025-09-14 10:01:05 TP0] Compiling piecewise CUDA graphs for 52 token sizes
+[2025-09-14 10:19:47 TP0] torch.compile took 1121.8 s for the piecewise graphs
+""")
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:

@@ -1154,3 +1154,26 @@ case("uvicorn-workers-respawning", "quiet", "one-scheduler-died", meta=meta(tp=2
 case("dead-rank-log", "quiet", "uvicorn-worker-respawned", meta=meta(tp=1), log="\n".join([
     "[2026-11-29 23:05:31] INFO:     Waiting for child process [41233]",
     "[2026-11-29 23:05:31] INFO:     Child process [41233] died"]))
+
+case("jit-compile-took-minutes", "fires", "sglang-torch-compile-total", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:20:01] Compiling piecewise CUDA graph for num tokens [8192, 4096]",
+    "[2026-11-29 23:31:40] Dynamo bytecode transform time: 699.31 s"]))
+case("jit-compile-took-minutes", "quiet", "compile-took-seconds", meta=meta("vllm", tp=1), log="\n".join([
+    v_line("torch.compile takes 41.52 s in total", "monitor.py:34")]))
+case("jit-compile-took-minutes", "quiet", "long-compile-then-capture", meta=meta("vllm", tp=1), log="\n".join([
+    v_line("torch.compile takes 912.02 s in total", "monitor.py:34")] + [
+    v_line(f"Capturing CUDA graph shapes: {i}%", "cuda_graph.py:120") for i in range(10, 100, 10)]))
+
+case("kv-component-not-created", "fires", "executor-kv-component", meta=meta(engine=None, tp=4), log="\n".join([
+    "[RANK 0] [E] Executor creation failed due to insufficient GPU memory.",
+    "Component that could not be created: KV cache (requested 61.2 GiB, free 12.7 GiB)"]))
+case("kv-component-not-created", "quiet", "sampler-not-created", meta=meta(engine=None, tp=4), log="\n".join([
+    "[RANK 0] [E] Executor creation failed due to insufficient GPU memory.",
+    "The following component could not be created: Sampler"]))
+
+case("ipc-device-error-nccl-p2p", "quiet", "inside-graph-capture", meta=meta(gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=2), log="\n".join([
+    "RuntimeError: CUDA error: invalid resource handle",
+    "Exception: Capture cuda graph failed: CUDA error: invalid resource handle"]))
+case("first-failure-ipc-device-error", "quiet", "inside-graph-capture", meta=meta(tp=4), log="\n".join([
+    "RuntimeError: CUDA error: invalid resource handle (at /sgl-kernel/csrc/attention/merge_state.cu:120)",
+    "Exception: CUDA graph capture failed: CUDA error: invalid resource handle"]))
