@@ -13,7 +13,7 @@ from typing import Any
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
-from hangwatch.classify.differential import candidates_for, cites, failure_tier
+from hangwatch.classify.differential import candidates_for, cites, failure_tier, quotes_fault
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
@@ -114,6 +114,8 @@ def match_rule(rule: Rule, ctx: Context) -> Match | None:
             tier = 1  # the first failure only reports a death: quoting it decides nothing more
         elif not any(f.role == "root" and f.source.file == "server.log" for f in facts):
             tier = 1  # a process exit follows the error the log reports; the error is the root
+    if tier != 0 and quotes_fault(facts):
+        tier = 0  # a hardware/driver fault comes before what follows from it, whatever the log says
     return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held, tier)
 
 

@@ -9,6 +9,7 @@ has not passed. docs/accuracy.md shows how these figures line up with how often 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -134,6 +135,23 @@ NEIGHBOUR_FACTOR = 0.3
 NEIGHBOUR_MAX = 0.25
 
 
+# A hardware or driver fault, as the kernel driver, NVML or the CUDA runtime reports it: a GPU that
+# fell off the bus, an ECC error, a GSP timeout, an Xid the hardware raised. What follows it (a
+# rendezvous that never completes, a rank that died, an NCCL error) is its consequence. Xids 13, 31
+# and 43 are raised by the application's own kernels (an illegal address, an MMU fault, a stopped
+# context) and 45 by the driver cleaning up after a kill: those follow a failure, they do not start one.
+HARDWARE_FAULT = re.compile(
+    r"(?i)\bXid\b[^\n]{0,40}?\):?\s*(?!(?:13|31|43|45)\b)\d+\b|\bSXid\b|fallen off the bus|"
+    r"\b(?:uncorrectable|double[- ]bit|DBE)\b[^\n]{0,20}\bECC\b|\bECC error|ECCUncorrectable|"
+    r"GPU is lost|GPU_IS_LOST|GSP (?:RPC )?timeout|RmInitAdapter failed|NVLink[^\n]{0,40}(?:fatal|error)"
+)
+
+
+def quotes_fault(facts: Iterable[Fact]) -> bool:
+    """A fact quotes a hardware/driver fault: a first failure, whatever the log says later."""
+    return any(HARDWARE_FAULT.search(fact.text) for fact in facts)
+
+
 def cites(facts: Iterable[Fact], role: str) -> bool:
     return any(fact.role == role for fact in facts)
 
@@ -187,10 +205,16 @@ def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ..
         seen.setdefault(match.rule.cause, match)
     best = ranked[0] if ranked else None
     out: list[Candidate] = []
+    fault_first = best is not None and quotes_fault(best.facts)
     for match in list(seen.values())[:MAX_CANDIDATES]:
+        confidence = calibrated(match)
+        if fault_first and not quotes_fault(match.facts):
+            # what follows a hardware fault (the rendezvous it stalls, the rank it kills) explains
+            # a consequence, not the start
+            confidence = round(confidence * CONSEQUENCE_ONLY_FACTOR, 3)
         out.append(
             Candidate(
-                cause=match.rule.cause, confidence=calibrated(match), rule=match.rule.id,
+                cause=match.rule.cause, confidence=confidence, rule=match.rule.id,
                 evidence_for=tuple(_fact_text(f) for f in match.facts[:MAX_ITEMS]),
                 evidence_against=tuple(_against(match, best, ctx)),
                 check=match.rule.check or CHECKS.get(match.rule.cause, ""),

@@ -997,6 +997,14 @@ case("ff-compile-took-minutes-sglang", "jit_compile_slow", "progressing", tp=2,
 """)
 
 
+case("ff-xid-dbe-before-vllm-store-wait", "driver_or_xid", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=8, nnodes=2,
+     cmdline="vllm serve /models/Llama-3.1-405B-Instruct-FP8 --tensor-parallel-size 8 --pipeline-parallel-size 2",
+     dmesg="[88123.4411] NVRM: Xid (PCI:0000:90:00): 48, pid=30122, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2, subpartition 0.\n",
+     log="""(EngineCore_DP0 pid=30011) INFO 03-18 22:14:02 [parallel_state.py:1165] world_size=16 rank=0 local_rank=0 distributed_init_method=tcp://10.0.4.11:29501 backend=nccl
+(EngineCore_DP0 pid=30011) ERROR 03-18 22:24:03 [core.py:708] torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 8/16 clients joined.
+""")
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:
