@@ -1177,3 +1177,18 @@ case("ipc-device-error-nccl-p2p", "quiet", "inside-graph-capture", meta=meta(gpu
 case("first-failure-ipc-device-error", "quiet", "inside-graph-capture", meta=meta(tp=4), log="\n".join([
     "RuntimeError: CUDA error: invalid resource handle (at /sgl-kernel/csrc/attention/merge_state.cu:120)",
     "Exception: CUDA graph capture failed: CUDA error: invalid resource handle"]))
+
+case("nccl-p2p-channels-last-pcie", "fires", "rtx-channels-last", meta=meta("vllm", gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES))
+case("nccl-p2p-channels-last-pcie", "quiet", "nvlink-channels-last", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES))
+
+case("first-failure-network-fs-weights", "fires", "stale-handle-no-frame", meta=meta("vllm", tp=2), log="OSError: [Errno 116] Stale file handle\n")
+case("first-failure-network-fs-weights", "quiet", "stale-jit-lock-frame", meta=meta(tp=2), log="\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/filelock/_api.py", line 332, in release',
+    "    self._release()",
+    "OSError: [Errno 116] Stale file handle"]))
+case("first-failure-network-fs-jit-lock", "fires", "stale-handle-no-frame", meta=meta(tp=4), log="OSError: [Errno 5] Input/output error\n")
+case("first-failure-network-fs-jit-lock", "quiet", "stale-weight-shard", meta=meta("vllm", tp=4),
+     log="OSError: [Errno 116] Stale file handle: '/mnt/nfs/models/Qwen3-32B/model-00003-of-00017.safetensors'\n")
