@@ -13,7 +13,7 @@ from typing import Any
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
-from hangwatch.classify.differential import candidates_for, cites, failure_tier, quotes_fault
+from hangwatch.classify.differential import candidates_for, cites, failure_tier, quotes_fault, with_priors
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
@@ -259,7 +259,7 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
         title="Stalled, and no rule explains it", message=message, evidence=_where_it_stands(ctx),
         remedy="Look at the evidence below, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
-        candidates=candidates_for(ranked, ctx), **_common(ctx),
+        candidates=with_priors(candidates_for(ranked, ctx), ctx, "stalled"), **_common(ctx),
     )  # fmt: skip
 
 
@@ -273,7 +273,7 @@ def _unknown_failure(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule
         message="The start ended in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
         remedy="Read the error below and the lines before it, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
-        candidates=candidates_for(ranked, ctx), **_common(ctx),
+        candidates=with_priors(candidates_for(ranked, ctx), ctx, "crashed"), **_common(ctx),
     )  # fmt: skip
 
 
@@ -305,7 +305,7 @@ def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     return Verdict(
         state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],
         remedy="Read the end of the server log and `dmesg -T` for why it exited.",
-        missing=missing_for(ctx, []), **_common(ctx),
+        missing=missing_for(ctx, []), candidates=with_priors((), ctx, "crashed"), **_common(ctx),
     )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from hangwatch.classify.priors import PriorRow, prior_rows, rows_for, where_of
 from hangwatch.classify.rule import Rule
 from hangwatch.model import Candidate, Fact
 
@@ -81,6 +82,8 @@ CHECKS: dict[str, str] = {
                           "without the plugin/patch",
     "driver_or_xid": "`dmesg -T | grep -i xid` and `nvidia-smi -q | grep -i -e fabric -e retired`: an Xid, "
                      "a stopped fabric manager or a bad GPU needs a reset or reboot",
+    "gpu_memory_held": "`nvidia-smi --query-compute-apps=pid,used_memory --format=csv` before the start: memory another "
+                       "process holds settles it; alone on the GPU, the model does not fit the fraction (kv_cache_alloc)",
     "unknown": "collect what is missing (stacks with `py-spy dump`, `dmesg -T`, `nvidia-smi`) and diagnose again",
 }  # fmt: skip
 
@@ -119,6 +122,8 @@ NEIGHBOURS: dict[str, tuple[tuple[str, str], ...]] = {
                          ("cuda_graph_capture", "the first forwards run inside graph capture")),
     "weight_loading_io": (("dead_rank", "a rank killed while loading leaves the others at the barrier"),
                           ("kv_cache_alloc", "the KV pool is sized right after the weights")),
+    "gpu_memory_held": (("kv_cache_alloc", "memory another process holds is missing from the KV pool's budget"),
+                        ("dead_rank", "an earlier server still alive holds the memory")),
     "dead_rank": (("driver_or_xid", "a GPU fault kills the rank"),
                   ("kv_cache_alloc", "memory exhaustion kills the rank")),
     "tokenizer_or_detokenizer": (("warmup_request", "the warm-up request is the first to need the tokenizer"),),
@@ -239,3 +244,31 @@ def _neighbours(best: Match, present: list[str], room: int) -> list[Candidate]:
             check=CHECKS.get(cause, ""),
         ))  # fmt: skip
     return out[:room]
+
+
+def with_priors(
+    candidates: Sequence[Candidate], ctx: Context, outcome: str, rows: Sequence[PriorRow] | None = None
+) -> tuple[Candidate, ...]:
+    """`candidates`, filled up to three from where the start stopped (classify/priors.py): when no
+    rule decides a stalled or crashed start, the differential is never empty."""
+    room = MAX_CANDIDATES - len(candidates)
+    if room <= 0:
+        return tuple(candidates)
+    where = where_of(ctx, outcome)
+    present = {c.cause for c in candidates}
+    out: list[Candidate] = []
+    for row in rows_for(where, prior_rows() if rows is None else rows):
+        for prior in sorted(row.causes, key=lambda c: (-row.confidence(c), row.causes.index(c))):
+            if len(out) >= room:
+                return (*candidates, *out)
+            if prior.cause in present:
+                continue
+            present.add(prior.cause)
+            out.append(Candidate(
+                cause=prior.cause, confidence=row.confidence(prior), rule=None,
+                evidence_for=(f"where the start stopped ({where.describe()}): {prior.count} of {row.count} such "
+                              f"reports had this cause (prior `{row.id}`, hangwatch/data/phase_priors.yaml)",),
+                evidence_against=("a prior from where the start stopped: no evidence of its own",),
+                check=CHECKS.get(prior.cause, ""),
+            ))  # fmt: skip
+    return (*candidates, *out)
