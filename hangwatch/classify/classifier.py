@@ -13,7 +13,14 @@ from typing import Any
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, label_order
-from hangwatch.classify.differential import candidates_for, cites, failure_tier, quotes_fault, with_priors
+from hangwatch.classify.differential import (
+    candidates_for,
+    cites,
+    consequence_only,
+    failure_tier,
+    quotes_fault,
+    with_priors,
+)
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
@@ -217,6 +224,8 @@ def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Conte
     facts = winner.facts + tuple(f for m in ranked if m is not winner and m.culprits == culprits != winner.culprits for f in m.facts)
     facts = _root_first(facts, ctx)
     candidates = candidates_for(ranked, ctx)
+    if consequence_only(winner.facts):
+        candidates = with_priors(candidates, ctx, "crashed" if state is State.CRASHED else "stalled")
     confidence = candidates[0].confidence if candidates and candidates[0].rule == rule.id else rule.confidence
     return Verdict(
         state=state, cause=rule.cause, confidence=confidence, rule=rule.id, title=rule.title,

@@ -225,7 +225,9 @@ def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ..
                 check=match.rule.check or CHECKS.get(match.rule.cause, ""),
             )
         )  # fmt: skip
-    if best is not None and best.held:
+    # a winner that quotes only what followed the first failure explains no part of it: its
+    # neighbours share its mechanism, not the root's (the caller fills from where it stopped)
+    if best is not None and best.held and not consequence_only(best.facts):
         out.extend(_neighbours(best, [c.cause for c in out], MAX_CANDIDATES - len(out)))
     return tuple(out)
 

@@ -1005,6 +1005,22 @@ case("ff-xid-dbe-before-vllm-store-wait", "driver_or_xid", "crashed", why=ENDED_
 """)
 
 
+case("ff-hub-unreachable-sglang-config", "weight_loading_io", "crashed", why=ENDED_IN_ERROR, tp=1,
+     log="""[2025-07-01 09:00:02] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/huggingface_hub/file_download.py", line 1484, in _raise_on_head_call_error
+    raise LocalEntryNotFoundError(
+huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache. Please check your connection and try again or make sure your Internet connection is on.
+""")
+
+case("ff-p2p-unavailable-then-abort-vllm", "custom_allreduce", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=4,
+     log="""(VllmWorker TP0 pid=812) WARNING 02-10 10:01:13 [cuda_communicator.py:64] peer access is not available between GPU 0 and GPU 3
+(VllmWorker TP0 pid=812) INFO 02-10 10:01:13 [custom_all_reduce.py:141] Registering 0 cuda graph addresses
+terminate called after throwing an instance of 'c10::Error'
+Aborted (core dumped)
+""")
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:

@@ -1192,3 +1192,18 @@ case("first-failure-network-fs-weights", "quiet", "stale-jit-lock-frame", meta=m
 case("first-failure-network-fs-jit-lock", "fires", "stale-handle-no-frame", meta=meta(tp=4), log="OSError: [Errno 5] Input/output error\n")
 case("first-failure-network-fs-jit-lock", "quiet", "stale-weight-shard", meta=meta("vllm", tp=4),
      log="OSError: [Errno 116] Stale file handle: '/mnt/nfs/models/Qwen3-32B/model-00003-of-00017.safetensors'\n")
+
+case("first-failure-model-hub-unreachable", "fires", "sglang-hub-proxy", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:01:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B')",
+    "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache."]))
+case("first-failure-model-hub-unreachable", "quiet", "local-path-oom", meta=meta(tp=1),
+     log="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+case("peer-access-unavailable-then-failed", "fires", "vllm-p2p-warning-then-crash", meta=meta("vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2), cmdline=V2,
+     log="\n".join(["WARNING 11-29 23:01:00 [custom_all_reduce.py:88] P2P access is not supported between GPU 0 and GPU 1",
+                    "terminate called after throwing an instance of 'c10::Error'",
+                    "Aborted (core dumped)"]))
+case("peer-access-unavailable-then-failed", "quiet", "custom-allreduce-disabled", meta=meta("vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2), cmdline=V2,
+     log="\n".join(["WARNING 11-29 23:01:00 [custom_all_reduce.py:88] Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed.",
+                    "WARNING 11-29 23:01:00 peer access is not supported between GPU 0 and GPU 1",
+                    "RuntimeError: CUDA error: out of memory"]))

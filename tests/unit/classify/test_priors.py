@@ -153,3 +153,18 @@ def test_table_counts_are_the_dev_corpus_counts() -> None:
     )  # fmt: skip
     counted = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines() if line.strip()}
     assert counted == {row.id: row.count for row in prior_rows()}
+
+
+def test_a_winner_that_quotes_only_consequences_is_followed_by_priors_not_its_neighbours() -> None:
+    # GIVEN a cut traceback no rule explains, then the launcher's report that the worker died
+    ev = Evidence(engine="vllm", meta={"tp": 4}, log=logs(
+        "ERROR [multiproc_executor.py:671] WorkerProc failed to start.",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/v1/executor/multiproc_executor.py", line 640, in __init__',
+        "    self._init_message_queues(input_shm_handle, vllm_config)",
+    ))  # fmt: skip
+    verdict = classify(ev, SHIPPED)
+    # THEN the death leads at a consequence's confidence, and where the start stopped fills the rest
+    assert verdict.cause == "dead_rank" and verdict.confidence < 0.6
+    assert [c.rule for c in verdict.candidates[1:]] == [None, None]
+    assert all("prior" in c.evidence_for[0] for c in verdict.candidates[1:])
