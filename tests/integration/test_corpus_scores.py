@@ -89,3 +89,15 @@ def test_healthy_live_starts_are_not_called_stalled() -> None:
     healthy = [r for r in score(PROBES)["results"] if Path(r["bundle"]).name.startswith("healthy-")]
     assert healthy
     assert [(Path(r["bundle"]).name, r["state"], r["cause"]) for r in healthy if r["state"] == "stalled" or r["cause"]] == []
+
+
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
+def test_no_rule_that_is_often_wrong_claims_confidence() -> None:
+    # a confidence is a frequency: a rule whose verdicts at 0.6 or more on the dev corpus are right
+    # less than 60 % of the time (two such verdicts or more) claims more than it knows
+    by_rule: dict[str, list[bool]] = {}
+    for r in score(DEV_CORPUS)["results"]:
+        if r["rule"] and r["confidence"] >= 0.6 - 1e-9:
+            by_rule.setdefault(r["rule"], []).append(r["cause"] == r["expected_cause"])
+    overconfident = {rule: f"{sum(hits)}/{len(hits)}" for rule, hits in by_rule.items() if len(hits) >= 2 and sum(hits) / len(hits) < 0.6}
+    assert overconfident == {}
