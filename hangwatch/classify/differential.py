@@ -248,6 +248,9 @@ def _neighbours(best: Match, present: list[str], room: int) -> list[Candidate]:
     return out[:room]
 
 
+PRIOR_MARK = "where the start stopped"  # how a prior candidate's evidence opens (the report names it a prior)
+
+
 def with_priors(
     candidates: Sequence[Candidate], ctx: Context, outcome: str, rows: Sequence[PriorRow] | None = None
 ) -> tuple[Candidate, ...]:
@@ -268,7 +271,7 @@ def with_priors(
             present.add(prior.cause)
             out.append(Candidate(
                 cause=prior.cause, confidence=row.confidence(prior), rule=None,
-                evidence_for=(f"where the start stopped ({where.describe()}): {prior.count} of {row.count} such "
+                evidence_for=(f"{PRIOR_MARK} ({where.describe()}): {prior.count} of {row.count} such "
                               f"reports had this cause (prior `{row.id}`, hangwatch/data/phase_priors.yaml)",),
                 evidence_against=("a prior from where the start stopped: no evidence of its own",),
                 check=CHECKS.get(prior.cause, ""),
