@@ -13,7 +13,14 @@ from typing import Any
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.context import Context, Position, label_order
-from hangwatch.classify.differential import candidates_for, cites, failure_tier
+from hangwatch.classify.differential import (
+    candidates_for,
+    cites,
+    consequence_only,
+    failure_tier,
+    quotes_fault,
+    with_priors,
+)
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
@@ -114,6 +121,8 @@ def match_rule(rule: Rule, ctx: Context) -> Match | None:
             tier = 1  # the first failure only reports a death: quoting it decides nothing more
         elif not any(f.role == "root" and f.source.file == "server.log" for f in facts):
             tier = 1  # a process exit follows the error the log reports; the error is the root
+    if tier != 0 and quotes_fault(facts):
+        tier = 0  # a hardware/driver fault comes before what follows from it, whatever the log says
     return Match(rule, facts, outcome.culprits, outcome.values, outcome.atoms, held, tier)
 
 
@@ -219,6 +228,8 @@ def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Conte
     facts = winner.facts + tuple(f for m in ranked if m is not winner and m.culprits == culprits != winner.culprits for f in m.facts)
     facts = _root_first(facts, ctx)
     candidates = candidates_for(ranked, ctx)
+    if consequence_only(winner.facts):
+        candidates = with_priors(candidates, ctx, "crashed" if state is State.CRASHED else "stalled")
     confidence = candidates[0].confidence if candidates and candidates[0].rule == rule.id else rule.confidence
     return Verdict(
         state=state, cause=rule.cause, confidence=confidence, rule=rule.id, title=rule.title,
@@ -261,7 +272,7 @@ def _unknown_stall(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule],
         title="Stalled, and no rule explains it", message=message, evidence=_where_it_stands(ctx),
         remedy="Read the evidence and the missing evidence listed with this verdict, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
-        candidates=candidates_for(ranked, ctx), **_common(ctx),
+        candidates=with_priors(candidates_for(ranked, ctx), ctx, "stalled"), **_common(ctx),
     )  # fmt: skip
 
 
@@ -292,7 +303,7 @@ def _unknown_failure(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule
         message="The start ended in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
         remedy="Read the error below and the lines before it, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
-        candidates=candidates_for(ranked, ctx), **_common(ctx),
+        candidates=with_priors(candidates_for(ranked, ctx), ctx, "crashed"), **_common(ctx),
     )  # fmt: skip
 
 
@@ -324,7 +335,7 @@ def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     return Verdict(
         state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],
         remedy="Read the end of the server log and `dmesg -T` for why it exited.",
-        missing=missing_for(ctx, []), **_common(ctx),
+        missing=missing_for(ctx, []), candidates=with_priors((), ctx, "crashed"), **_common(ctx),
     )  # fmt: skip
 
 

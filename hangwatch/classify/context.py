@@ -32,6 +32,12 @@ from hangwatch.parse.pasted import compute_capability
 META_FLAG_FALLBACKS = ("nnodes", "tp")  # flags a meta-only bundle still knows
 TREND_WINDOW_S = 120.0  # the GPU memory trend looks at the last two minutes of samples
 TREND_MIN_MIB = 64.0  # smaller changes are allocator noise, not progress
+# A line that only reports that a process died or exited, in the shapes launchers, supervisors and
+# the kernel print it; after a first failure it is what followed from it.
+DEATH_REPORT = re.compile(
+    r"(?i)^\W*killed\W*$|\b(?:died|is dead|exited|was killed|been killed|terminated)\b|"
+    r"\bexit ?code:? ?-?\d+|exitcode[=:] ?-?\d+|hit an exception|signal \d+\b|\bSIG(?:KILL|TERM|QUIT|ABRT)\b"
+)
 _RANK_LABEL = re.compile(r"^(?:[A-Z]+\d+_)*[A-Z]+\d+$")  # TP0, DP0_TP3, PP1_TP2
 
 Position = tuple[Phase, bool]  # (phase, ended)
@@ -80,6 +86,20 @@ def _numeric(value: Any) -> float | None:
 
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def rewraps(root: Failure, failure: Failure, after: int) -> bool:
+    """`failure` is the root raised again by the step it failed in, on the next line: `Exception:
+    Capture cuda graph failed: CUDA error: invalid resource handle` after the CUDA error. The
+    wrapper names the phase; quoting it quotes the first failure."""
+    if failure is root or failure.kind != "exception" or min(failure.lines, default=failure.lineno) != after + 1:
+        return False
+    if root.cuda is not None and failure.cuda == root.cuda:
+        return True
+    if root.errno is not None and failure.errno == root.errno:
+        return True
+    said = (root.message or "").strip()[:40]
+    return len(said) >= 12 and said in failure.text
 
 
 def memory_trend(samples: tuple[GpuSample, ...]) -> Trend | None:
@@ -181,12 +201,24 @@ class Context:
 
     @cached_property
     def failure_roles(self) -> dict[int, str]:
-        """Log line number -> the role of the failure that spans it."""
+        """Log line number -> the role of the failure that spans it. A line after the root failure
+        that only reports a death or an exit (`Killed`, `rank 1 died`, `Child process ... died`,
+        `TP0 rank is dead`) is a consequence of it too, even where the failure reader does not
+        count it as a failure: a process that died after the first error died of it."""
         roles: dict[int, str] = {}
         for failure in self.failures:
             for lineno in failure.lines:
                 if roles.get(lineno) != "root":
                     roles[lineno] = failure.role or "consequence"
+        root = self.root_failure
+        if root is not None and not root.consequence:
+            after = max(root.lines, default=root.lineno)
+            for failure in self.failures:
+                if rewraps(root, failure, after):
+                    roles.update(dict.fromkeys(failure.lines, "root"))
+            for line in self.evidence.log:
+                if line.lineno > after and line.lineno not in roles and DEATH_REPORT.search(line.message or line.text):
+                    roles[line.lineno] = "consequence"
         return roles
 
     @cached_property

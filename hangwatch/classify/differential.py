@@ -9,9 +9,11 @@ has not passed. docs/accuracy.md shows how these figures line up with how often 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from hangwatch.classify.priors import PriorRow, prior_rows, rows_for, where_of
 from hangwatch.classify.rule import Rule
 from hangwatch.model import Candidate, Fact
 
@@ -80,6 +82,8 @@ CHECKS: dict[str, str] = {
                           "without the plugin/patch",
     "driver_or_xid": "`dmesg -T | grep -i xid` and `nvidia-smi -q | grep -i -e fabric -e retired`: an Xid, "
                      "a stopped fabric manager or a bad GPU needs a reset or reboot",
+    "gpu_memory_held": "`nvidia-smi --query-compute-apps=pid,used_memory --format=csv` before the start: memory another "
+                       "process holds settles it; alone on the GPU, the model does not fit the fraction (kv_cache_alloc)",
     "unknown": "collect what is missing (stacks with `py-spy dump`, `dmesg -T`, `nvidia-smi`) and diagnose again",
 }  # fmt: skip
 
@@ -118,6 +122,8 @@ NEIGHBOURS: dict[str, tuple[tuple[str, str], ...]] = {
                          ("cuda_graph_capture", "the first forwards run inside graph capture")),
     "weight_loading_io": (("dead_rank", "a rank killed while loading leaves the others at the barrier"),
                           ("kv_cache_alloc", "the KV pool is sized right after the weights")),
+    "gpu_memory_held": (("kv_cache_alloc", "memory another process holds is missing from the KV pool's budget"),
+                        ("dead_rank", "an earlier server still alive holds the memory")),
     "dead_rank": (("driver_or_xid", "a GPU fault kills the rank"),
                   ("kv_cache_alloc", "memory exhaustion kills the rank")),
     "tokenizer_or_detokenizer": (("warmup_request", "the warm-up request is the first to need the tokenizer"),),
@@ -132,6 +138,23 @@ NEIGHBOURS: dict[str, tuple[tuple[str, str], ...]] = {
 }  # fmt: skip
 NEIGHBOUR_FACTOR = 0.3
 NEIGHBOUR_MAX = 0.25
+
+
+# A hardware or driver fault, as the kernel driver, NVML or the CUDA runtime reports it: a GPU that
+# fell off the bus, an ECC error, a GSP timeout, an Xid the hardware raised. What follows it (a
+# rendezvous that never completes, a rank that died, an NCCL error) is its consequence. Xids 13, 31
+# and 43 are raised by the application's own kernels (an illegal address, an MMU fault, a stopped
+# context) and 45 by the driver cleaning up after a kill: those follow a failure, they do not start one.
+HARDWARE_FAULT = re.compile(
+    r"(?i)\bXid\b[^\n]{0,40}?\):?\s*(?!(?:13|31|43|45)\b)\d+\b|\bSXid\b|fallen off the bus|"
+    r"\b(?:uncorrectable|double[- ]bit|DBE)\b[^\n]{0,20}\bECC\b|\bECC error|ECCUncorrectable|"
+    r"GPU is lost|GPU_IS_LOST|GSP (?:RPC )?timeout|RmInitAdapter failed|NVLink[^\n]{0,40}(?:fatal|error)"
+)
+
+
+def quotes_fault(facts: Iterable[Fact]) -> bool:
+    """A fact quotes a hardware/driver fault: a first failure, whatever the log says later."""
+    return any(HARDWARE_FAULT.search(fact.text) for fact in facts)
 
 
 def cites(facts: Iterable[Fact], role: str) -> bool:
@@ -187,16 +210,24 @@ def candidates_for(ranked: Sequence[Match], ctx: Context) -> tuple[Candidate, ..
         seen.setdefault(match.rule.cause, match)
     best = ranked[0] if ranked else None
     out: list[Candidate] = []
+    fault_first = best is not None and quotes_fault(best.facts)
     for match in list(seen.values())[:MAX_CANDIDATES]:
+        confidence = calibrated(match)
+        if fault_first and not quotes_fault(match.facts):
+            # what follows a hardware fault (the rendezvous it stalls, the rank it kills) explains
+            # a consequence, not the start
+            confidence = round(confidence * CONSEQUENCE_ONLY_FACTOR, 3)
         out.append(
             Candidate(
-                cause=match.rule.cause, confidence=calibrated(match), rule=match.rule.id,
+                cause=match.rule.cause, confidence=confidence, rule=match.rule.id,
                 evidence_for=tuple(_fact_text(f) for f in match.facts[:MAX_ITEMS]),
                 evidence_against=tuple(_against(match, best, ctx)),
                 check=match.rule.check or CHECKS.get(match.rule.cause, ""),
             )
         )  # fmt: skip
-    if best is not None and best.held:
+    # a winner that quotes only what followed the first failure explains no part of it: its
+    # neighbours share its mechanism, not the root's (the caller fills from where it stopped)
+    if best is not None and best.held and not consequence_only(best.facts):
         out.extend(_neighbours(best, [c.cause for c in out], MAX_CANDIDATES - len(out)))
     return tuple(out)
 
@@ -215,3 +246,34 @@ def _neighbours(best: Match, present: list[str], room: int) -> list[Candidate]:
             check=CHECKS.get(cause, ""),
         ))  # fmt: skip
     return out[:room]
+
+
+PRIOR_MARK = "where the start stopped"  # how a prior candidate's evidence opens (the report names it a prior)
+
+
+def with_priors(
+    candidates: Sequence[Candidate], ctx: Context, outcome: str, rows: Sequence[PriorRow] | None = None
+) -> tuple[Candidate, ...]:
+    """`candidates`, filled up to three from where the start stopped (classify/priors.py): when no
+    rule decides a stalled or crashed start, the differential is never empty."""
+    room = MAX_CANDIDATES - len(candidates)
+    if room <= 0:
+        return tuple(candidates)
+    where = where_of(ctx, outcome)
+    present = {c.cause for c in candidates}
+    out: list[Candidate] = []
+    for row in rows_for(where, prior_rows() if rows is None else rows):
+        for prior in sorted(row.causes, key=lambda c: (-row.confidence(c), row.causes.index(c))):
+            if len(out) >= room:
+                return (*candidates, *out)
+            if prior.cause in present:
+                continue
+            present.add(prior.cause)
+            out.append(Candidate(
+                cause=prior.cause, confidence=row.confidence(prior), rule=None,
+                evidence_for=(f"{PRIOR_MARK} ({where.describe()}): {prior.count} of {row.count} such "
+                              f"reports had this cause (prior `{row.id}`, hangwatch/data/phase_priors.yaml)",),
+                evidence_against=("a prior from where the start stopped: no evidence of its own",),
+                check=CHECKS.get(prior.cause, ""),
+            ))  # fmt: skip
+    return (*candidates, *out)

@@ -1,7 +1,8 @@
 """Fill what a live monitor would have measured from what the report pasted into its log.
 
 `with_pasted(evidence)` returns the evidence with GPUs (from an `nvidia-smi` table or a harness's
-device list), kernel messages (Xid, OOM-kill lines), processes (`ps`/`top` rows), the rank count
+device list), kernel messages (Xid, OOM-kill lines), stacks (the engines' own dumps in the log:
+faulthandler, the scheduler watchdog's py-spy text), processes (`ps`/`top` rows), the rank count
 and the size of /dev/shm added where the bundle itself has none. Evidence that was measured
 always wins over evidence that was pasted. Pure.
 """
@@ -12,7 +13,7 @@ from dataclasses import replace
 
 from hangwatch.engines import flag_aliases
 from hangwatch.model import Evidence, GpuSample
-from hangwatch.parse import pasted
+from hangwatch.parse import logdumps, pasted
 
 
 def with_pasted(evidence: Evidence) -> Evidence:
@@ -29,6 +30,11 @@ def with_pasted(evidence: Evidence) -> Evidence:
         kernel = pasted.kernel_lines_in(texts)
         if kernel:
             changes["dmesg"] = (*evidence.dmesg, *(k for k in kernel if k not in evidence.dmesg))
+    # the engines' own dumps (faulthandler, the scheduler watchdog's py-spy text) when nothing was sampled
+    if not evidence.stacks and ("most recent call first" in whole or ("Process " in whole and "Thread " in whole)):
+        stacks = logdumps.stacks_in(evidence.log)
+        if stacks:
+            changes["stacks"] = stacks
     if not evidence.procs and "PID" in whole:  # a ps/top listing comes with its header
         procs = pasted.as_records(pasted.processes_in(texts))
         if procs:

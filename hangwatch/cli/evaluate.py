@@ -98,8 +98,9 @@ def _expected(case: Path) -> dict[str, Any]:
 
 
 def _top(verdict: Verdict) -> list[str | None]:
-    """The verdict's cause, then the differential's other candidates, then the runners-up."""
-    out: list[str | None] = [verdict.cause]
+    """The verdict's cause, then the differential's other candidates, then the runners-up. An
+    `unknown` verdict names no cause: its three places go to the candidates (priors included)."""
+    out: list[str | None] = [] if verdict.cause in (None, "unknown") and verdict.candidates else [verdict.cause]
     for cause in (*(c.cause for c in verdict.candidates), *(r.cause for r in verdict.runners_up)):
         if cause not in out:
             out.append(cause)

@@ -101,17 +101,19 @@ def rules_check(
 ) -> None:
     """Validate rule files; print every problem as file:line:column: reason."""
     from hangwatch.classify.preflight import load_checks
+    from hangwatch.classify.priors import load_priors
     from hangwatch.classify.versions import load_tables
     from hangwatch.errors import RuleError
 
     rules, errors = load_rules(paths or None, collect_errors=True)
     checks, check_errors = load_checks(paths or None, collect_errors=True)
     errors += check_errors
-    if not paths:  # the shipped known-bad release tables the preflight checks read
-        try:
-            load_tables()
-        except RuleError as exc:
-            errors.append(exc)
+    if not paths:  # the shipped tables: known-bad releases (preflight), phase priors (the differential)
+        for load in (load_tables, load_priors):
+            try:
+                load()
+            except RuleError as exc:
+                errors.append(exc)
     for error in errors:
         print(error, file=sys.stderr)
     extra = f", {len(checks)} preflight checks valid" if checks else ""

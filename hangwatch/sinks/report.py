@@ -21,6 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from hangwatch.classify.differential import PRIOR_MARK
 from hangwatch.model import Eta, State, Verdict
 from hangwatch.redact import redact_text, terminal_safe
 
@@ -160,7 +161,8 @@ def _differential(console: _Printer, verdict: Verdict) -> None:
         return
     _heading(console, "Differential")
     for n, candidate in enumerate(verdict.candidates, 1):
-        source = f"rule {candidate.rule}" if candidate.rule else "by mechanism"
+        prior = bool(candidate.evidence_for) and candidate.evidence_for[0].startswith(PRIOR_MARK)
+        source = f"rule {candidate.rule}" if candidate.rule else ("a prior" if prior else "by mechanism")
         console.print(_line(f"  {n}. ", (candidate.cause, "bold"), f"  confidence {candidate.confidence:.2f}",
                             (f"  {source}", "dim")))
         for item in candidate.evidence_for:

@@ -931,6 +931,96 @@ PC: @     0x7f9c2e41a2b0 (unknown)
 """})
 
 
+# Issue 19 (dev batch 3): the engines' own start-up checks and consequences that followed a first failure.
+
+case("ff-sglang-unbalanced-memory-other-process", "gpu_memory_held", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=2,
+     log="""[2025-06-03 10:12:40 TP0] Init torch distributed begin.
+[2025-06-03 10:12:41 TP1] Init torch distributed begin.
+[2025-06-03 10:12:44 TP1] Scheduler hit an exception: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/model_executor/model_runner.py", line 512, in init_torch_distributed
+    raise ValueError(
+ValueError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. min_per_gpu_memory=31.2, local_gpu_memory=78.9, local_gpu_memory * 0.9=71.01
+""")
+
+case("ff-kv-none-left-v1-shared-gpu", "gpu_memory_held", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA L4", cc="8.9", tp=1,
+     cmdline="vllm serve Qwen/Qwen2.5-0.5B-Instruct --gpu-memory-utilization 0.25 --port 8001",
+     log="""(EngineCore_0 pid=811) INFO 05-02 09:01:12 [gpu_model_runner.py:1730] Model loading took 0.93 GiB and 2.1 seconds
+(EngineCore_0 pid=811) ERROR 05-02 09:01:19 [core.py:586] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.
+""")
+
+case("ff-bind-failed-cpp-listener", "port_in_use", "crashed", why=ENDED_IN_ERROR, engine=None, tp=1,
+     log="""I0412 08:00:01.112 grpc_server.cc:2451] Started GRPCInferenceService at 0.0.0.0:8001
+E0412 08:00:01.114 http_server.cc:201] failed to bind HTTP server socket on 0.0.0.0:8000
+error: creating server: Internal - failed to start HTTP service
+""")
+
+case("ff-uvicorn-workers-die-api-server", "tokenizer_or_detokenizer", "stalled", engine=None, tp=1,
+     cmdline="python -m my_serving.api --workers 4 --model /models/llama-3-8b",
+     log="""INFO:     Started parent process [9120]
+INFO:     Waiting for child process [9133]
+INFO:     Child process [9133] died
+INFO:     Started server process [9201]
+INFO:     Waiting for child process [9140]
+INFO:     Child process [9140] died
+""")
+
+case("ff-warmup-error-then-killed-sglang", "warmup_request", "crashed", why=ENDED_IN_ERROR, tp=1,
+     log="""[2025-04-02 08:10:02] INFO:     Uvicorn running on http://0.0.0.0:30000 (Press CTRL+C to quit)
+[2025-04-02 08:10:03] Initialization failed. warmup error: Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/sglang/srt/entrypoints/http_server.py", line 702, in _wait_and_warmup
+    res = requests.post(url + request_name, json=json_data, headers=headers, timeout=600)
+  File "/usr/local/lib/python3.10/dist-packages/requests/adapters.py", line 700, in send
+    raise ConnectionError(e, request=request)
+requests.exceptions.ConnectionError: HTTPConnectionPool(host='0.0.0.0', port=30000): Max retries exceeded with url: /generate (Caused by ProxyError('Unable to connect to proxy', OSError('Tunnel connection failed: 403 Forbidden')))
+[2025-04-02 08:10:03] Rank 0 scheduler is dead. Please check if there are relevant logs.
+Killed
+""")
+
+
+case("ff-capture-wraps-kernel-error-blackwell", "cuda_graph_capture", "crashed", why=ENDED_IN_ERROR, gpu="NVIDIA RTX PRO 6000 Blackwell Workstation Edition", cc="12.0", tp=2,
+     log="""[2025-10-21 14:02:11 TP0] Capture cuda graph begin. This can take up to several minutes. avail mem=21.40 GB
+[2025-10-21 14:02:12 TP0] Scheduler hit an exception: Traceback (most recent call last):
+RuntimeError: CUDA error: invalid resource handle (at /sgl-kernel/csrc/elementwise/rope.cu:311)
+Exception: Capture cuda graph failed: CUDA error: invalid resource handle
+""")
+
+case("ff-kv-component-oom-executor", "kv_cache_alloc", "crashed", why=ENDED_IN_ERROR, engine=None, gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4,
+     log="""[11/02/2025-08:12:40] [TRT-LLM] [I] Model weights loaded: 71.3 GiB per rank
+[11/02/2025-08:12:44] [TRT-LLM] [RANK 2] [E] Out of memory while building the executor.
+Failed to allocate component: KV cache (requested 9.80 GiB, free 3.12 GiB)
+""")
+
+case("ff-compile-took-minutes-sglang", "jit_compile_slow", "progressing", tp=2,
+     log="""[2025-09-14 10:01:02 TP0] Load weight end. type=Qwen3MoeForCausalLM, dtype=torch.bfloat16, avail mem=41.02 GB
+[2025-09-14 10:01:05 TP0] Compiling piecewise CUDA graphs for 52 token sizes
+[2025-09-14 10:19:47 TP0] torch.compile took 1121.8 s for the piecewise graphs
+""")
+
+
+case("ff-xid-dbe-before-vllm-store-wait", "driver_or_xid", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA A100-SXM4-80GB", cc="8.0", tp=8, nnodes=2,
+     cmdline="vllm serve /models/Llama-3.1-405B-Instruct-FP8 --tensor-parallel-size 8 --pipeline-parallel-size 2",
+     dmesg="[88123.4411] NVRM: Xid (PCI:0000:90:00): 48, pid=30122, name=python3, An uncorrectable double bit error (DBE) has been detected on GPU in the framebuffer at partition 2, subpartition 0.\n",
+     log="""(EngineCore_DP0 pid=30011) INFO 03-18 22:14:02 [parallel_state.py:1165] world_size=16 rank=0 local_rank=0 distributed_init_method=tcp://10.0.4.11:29501 backend=nccl
+(EngineCore_DP0 pid=30011) ERROR 03-18 22:24:03 [core.py:708] torch.distributed.DistStoreError: Timed out after 601 seconds waiting for clients. 8/16 clients joined.
+""")
+
+
+case("ff-hub-unreachable-sglang-config", "weight_loading_io", "crashed", why=ENDED_IN_ERROR, tp=1,
+     log="""[2025-07-01 09:00:02] server_args=ServerArgs(model_path='meta-llama/Llama-3.1-8B-Instruct', tp_size=1)
+Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/huggingface_hub/file_download.py", line 1484, in _raise_on_head_call_error
+    raise LocalEntryNotFoundError(
+huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache. Please check your connection and try again or make sure your Internet connection is on.
+""")
+
+case("ff-p2p-unavailable-then-abort-vllm", "custom_allreduce", "crashed", why=ENDED_IN_ERROR, engine="vllm", gpu="NVIDIA RTX A6000", cc="8.6", tp=4,
+     log="""(VllmWorker TP0 pid=812) WARNING 02-10 10:01:13 [cuda_communicator.py:64] peer access is not available between GPU 0 and GPU 3
+(VllmWorker TP0 pid=812) INFO 02-10 10:01:13 [custom_all_reduce.py:141] Registering 0 cuda graph addresses
+terminate called after throwing an instance of 'c10::Error'
+Aborted (core dumped)
+""")
+
+
 def main() -> None:
     for old in HERE.iterdir():
         if old.is_dir() and (old / "expected.json").exists() and old.name not in CASES:

@@ -1111,3 +1111,99 @@ case("first-failure-reading-weights", "quiet", "weights-fine-oom", meta=meta(tp=
 case("first-failure-cuda-init-ambiguous", "fires", "unknown-error-at-init", meta=meta(tp=1),
      log="RuntimeError: CUDA error: unknown error\nCUDA kernel errors might be asynchronously reported at some other API call\n")
 case("first-failure-cuda-init-ambiguous", "quiet", "invalid-argument", meta=meta(tp=1), log="RuntimeError: CUDA error: invalid argument\n")
+
+# =================================================================== engines' own start-up checks (issue 19)
+
+case("startup-free-memory-precheck", "fires", "vllm-v1-worker-precheck", meta=meta("vllm", tp=1), cmdline="vllm serve /models/Qwen3-8B --gpu-memory-utilization 0.9",
+     log="\n".join([v_line("Free memory on device cuda:0 (12.4/79.1 GiB) on startup is less than desired GPU memory utilization (0.9, 71.2 GiB). "
+                           "Decrease GPU memory utilization or reduce GPU memory used by other processes.", "core.py:708", level="ERROR"),
+                    v_line("EngineCore failed to start.", "core.py:712", level="ERROR")]))
+case("startup-free-memory-precheck", "fires", "sglang-unbalanced-capacity", meta=meta(tp=4), cmdline=SG4,
+     log=sg_log("init_end", tp=4, extra=["[2026-11-29 23:04:00 TP2] Scheduler hit an exception: Traceback (most recent call last):",
+                                         "RuntimeError: The memory capacity is unbalanced. Some GPUs may be occupied by other processes. "
+                                         "min_per_gpu_memory=20.11, local_gpu_memory=78.52, local_gpu_memory * 0.9=70.67"]))
+case("startup-free-memory-precheck", "quiet", "kv-too-small", meta=meta("vllm", tp=1), log=KV_OOM)
+
+case("kv-none-left-under-shared-fraction", "fires", "v0-small-fraction", meta=meta("vllm", tp=1),
+     cmdline="python -m vllm.entrypoints.openai.api_server --model /models/Qwen2.5-7B-Instruct --gpu-memory-utilization 0.3",
+     log="ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
+case("kv-none-left-under-shared-fraction", "quiet", "whole-gpu-fraction", meta=meta("vllm", tp=1),
+     cmdline="python -m vllm.entrypoints.openai.api_server --model /models/Qwen2.5-72B-Instruct --gpu-memory-utilization 0.95",
+     log="ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.\n")
+
+case("bind-failed-log", "fires", "cpp-http-server", meta=meta(engine=None, tp=1), log="\n".join([
+    "main: HTTP server is listening, hostname: 127.0.0.1, port: 8080, http threads: 7",
+    "main: couldn't bind to server socket: hostname=0.0.0.0 port=8000",
+    "main: exiting due to HTTP server error"]))
+case("bind-failed-log", "fires", "collective-listener-bound", meta=meta(engine=None, tp=8), log="\n".join([
+    "[rank2]: RuntimeError: create communicator failed: error code is 11",
+    "[rank2]: EI0006: Failed to bind the IP port. Reason: The IP address and port have been bound already. port[16666]"]))
+case("bind-failed-log", "quiet", "ipv6-unsupported", meta=meta(tp=2), cmdline=SG2, log=sg_log("init_begin", tp=2, extra=[
+    "[W socket.cpp:697] [c10d] The server socket has failed to bind to [::]:29500 (errno: 97 - Address family not supported by protocol)."]))
+
+case("uvicorn-workers-respawning", "fires", "tokenizer-workers", meta=meta(tp=1),
+     cmdline="python3 -m sglang.launch_server --model-path /models/Qwen3-8B --tokenizer-worker-num 4",
+     log="\n".join(["[2026-11-29 23:05:01] INFO:     Started parent process [41200]",
+                    "[2026-11-29 23:05:31] INFO:     Waiting for child process [41233]",
+                    "[2026-11-29 23:05:31] INFO:     Child process [41233] died",
+                    "[2026-11-29 23:05:32] INFO:     Started server process [41301]",
+                    "[2026-11-29 23:06:02] INFO:     Waiting for child process [41301]",
+                    "[2026-11-29 23:06:02] INFO:     Child process [41301] died"]))
+case("uvicorn-workers-respawning", "quiet", "one-scheduler-died", meta=meta(tp=2), cmdline=SG2, log=sg_log("load_begin", tp=2, extra=[
+    "[2026-11-29 23:04:00] Child process unexpectedly failed with exitcode=-9. pid=4412"]))
+case("dead-rank-log", "quiet", "uvicorn-worker-respawned", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:05:31] INFO:     Waiting for child process [41233]",
+    "[2026-11-29 23:05:31] INFO:     Child process [41233] died"]))
+
+case("jit-compile-took-minutes", "fires", "sglang-torch-compile-total", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:20:01] Compiling piecewise CUDA graph for num tokens [8192, 4096]",
+    "[2026-11-29 23:31:40] Dynamo bytecode transform time: 699.31 s"]))
+case("jit-compile-took-minutes", "quiet", "compile-took-seconds", meta=meta("vllm", tp=1), log="\n".join([
+    v_line("torch.compile takes 41.52 s in total", "monitor.py:34")]))
+case("jit-compile-took-minutes", "quiet", "long-compile-then-capture", meta=meta("vllm", tp=1), log="\n".join([
+    v_line("torch.compile takes 912.02 s in total", "monitor.py:34")] + [
+    v_line(f"Capturing CUDA graph shapes: {i}%", "cuda_graph.py:120") for i in range(10, 100, 10)]))
+
+case("kv-component-not-created", "fires", "executor-kv-component", meta=meta(engine=None, tp=4), log="\n".join([
+    "[RANK 0] [E] Executor creation failed due to insufficient GPU memory.",
+    "Component that could not be created: KV cache (requested 61.2 GiB, free 12.7 GiB)"]))
+case("kv-component-not-created", "quiet", "sampler-not-created", meta=meta(engine=None, tp=4), log="\n".join([
+    "[RANK 0] [E] Executor creation failed due to insufficient GPU memory.",
+    "The following component could not be created: Sampler"]))
+
+case("ipc-device-error-nccl-p2p", "quiet", "inside-graph-capture", meta=meta(gpu="NVIDIA GeForce RTX 5090", cc="12.0", tp=2), log="\n".join([
+    "RuntimeError: CUDA error: invalid resource handle",
+    "Exception: Capture cuda graph failed: CUDA error: invalid resource handle"]))
+case("first-failure-ipc-device-error", "quiet", "inside-graph-capture", meta=meta(tp=4), log="\n".join([
+    "RuntimeError: CUDA error: invalid resource handle (at /sgl-kernel/csrc/attention/merge_state.cu:120)",
+    "Exception: CUDA graph capture failed: CUDA error: invalid resource handle"]))
+
+case("nccl-p2p-channels-last-pcie", "fires", "rtx-channels-last", meta=meta("vllm", gpu="NVIDIA GeForce RTX 4090", cc="8.9", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES))
+case("nccl-p2p-channels-last-pcie", "quiet", "nvlink-channels-last", meta=meta("vllm", gpu="NVIDIA H100 80GB HBM3", cc="9.0", tp=4), cmdline=V4,
+     env=env(NCCL_DEBUG="INFO"), log=v_log("dist", tp=4, extra=P2P_LINES))
+
+case("first-failure-network-fs-weights", "fires", "stale-handle-no-frame", meta=meta("vllm", tp=2), log="OSError: [Errno 116] Stale file handle\n")
+case("first-failure-network-fs-weights", "quiet", "stale-jit-lock-frame", meta=meta(tp=2), log="\n".join([
+    "Traceback (most recent call last):",
+    '  File "/usr/local/lib/python3.12/dist-packages/filelock/_api.py", line 332, in release',
+    "    self._release()",
+    "OSError: [Errno 116] Stale file handle"]))
+case("first-failure-network-fs-jit-lock", "fires", "stale-handle-no-frame", meta=meta(tp=4), log="OSError: [Errno 5] Input/output error\n")
+case("first-failure-network-fs-jit-lock", "quiet", "stale-weight-shard", meta=meta("vllm", tp=4),
+     log="OSError: [Errno 116] Stale file handle: '/mnt/nfs/models/Qwen3-32B/model-00003-of-00017.safetensors'\n")
+
+case("first-failure-model-hub-unreachable", "fires", "sglang-hub-proxy", meta=meta(tp=1), log="\n".join([
+    "[2026-11-29 23:01:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B')",
+    "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying to locate the file on the Hub and we cannot find the requested files in the local cache."]))
+case("first-failure-model-hub-unreachable", "quiet", "local-path-oom", meta=meta(tp=1),
+     log="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+
+case("peer-access-unavailable-then-failed", "fires", "vllm-p2p-warning-then-crash", meta=meta("vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2), cmdline=V2,
+     log="\n".join(["WARNING 11-29 23:01:00 [custom_all_reduce.py:88] P2P access is not supported between GPU 0 and GPU 1",
+                    "terminate called after throwing an instance of 'c10::Error'",
+                    "Aborted (core dumped)"]))
+case("peer-access-unavailable-then-failed", "quiet", "custom-allreduce-disabled", meta=meta("vllm", gpu="NVIDIA GeForce RTX 3090", cc="8.6", tp=2), cmdline=V2,
+     log="\n".join(["WARNING 11-29 23:01:00 [custom_all_reduce.py:88] Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed.",
+                    "WARNING 11-29 23:01:00 peer access is not supported between GPU 0 and GPU 1",
+                    "RuntimeError: CUDA error: out of memory"]))

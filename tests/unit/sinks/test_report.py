@@ -81,3 +81,13 @@ def test_without_candidates_the_runners_up_stay() -> None:
 
     report = verdict_report(make_verdict(runners_up=(RunnerUp("nccl_init", "nccl-init-hang", 0.3),)))
     assert "Runners-up" in report and "Differential" not in report
+
+
+def test_a_prior_from_where_the_start_stopped_is_named_a_prior() -> None:
+    from hangwatch.classify.differential import PRIOR_MARK
+    from hangwatch.model import Candidate
+
+    prior = Candidate("port_in_use", 0.25, None, (f"{PRIOR_MARK} (no phase line, crashed): 10 of 35 such reports",),
+                      ("a prior from where the start stopped: no evidence of its own",), "`ss -ltnp`")  # fmt: skip
+    report = verdict_report(make_verdict(candidates=(prior,)))
+    assert "1. port_in_use  confidence 0.25  a prior" in report
