@@ -354,6 +354,7 @@ class _Sinks:
         if self.webhook:
             sinks.append(WebhookSink(self.webhook))
         dispatcher = AlertDispatcher(sinks, store)
+        _resume_open_episode(self.watcher, store)
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 
         def close() -> None:
@@ -369,3 +370,14 @@ class _Sinks:
         handle = serve_in_thread(app_, self.host, self.port, token=self.token, insecure=self.insecure)
         print(f"hangwatch: API on {handle.url}", file=sys.stderr)
         self._closers.append(handle.stop)
+
+
+def _resume_open_episode(watcher: Any, store: Any) -> None:
+    """A daemon restarted mid-stall carries on the episode its history left open for this server,
+    so its first look (no baseline yet) neither resolves it nor alerts again (docs/live.md)."""
+    from hangwatch.model import StallEpisode
+    from hangwatch.redact import redacted
+
+    episode = store.open_episode(redacted(watcher.view.server_name))
+    if episode is not None and episode.state == "stalled":
+        watcher.resume_episode(StallEpisode(episode.id, episode.started, "stalled", episode.cause))

@@ -64,7 +64,8 @@ class Decider:
             raw = _not_yet(raw)
         published = self.episodes.update(raw, motion, t, wall)
         shown = blocker if published.state is State.STALLED else None
-        ready_eta = None if published.state in (State.READY, State.CRASHED) else eta(past, where, elapsed_s, self.policy)
+        ready_eta = None if published.state in (State.READY, State.CRASHED) else eta(
+            past, where, elapsed_s, self.policy, stalled=published.state is State.STALLED)
         return Decision(replace(published, blocker=shown, eta=ready_eta), raw, early)
 
 

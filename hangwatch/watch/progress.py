@@ -61,6 +61,9 @@ class StackMark:
 class Snapshot:
     t: float  # seconds, any monotonic origin
     log_bytes: int = 0  # raw bytes read from the log so far: a new line or a tqdm `\r` update moves it
+    # lines read so far that were news (parse.repeats.LineNews: a new kind of line or a moved
+    # counter); when set, it decides "log" instead of the bytes: a wait repeated is no progress
+    log_news: int | None = None
     gpu_used_mib: Mapping[int, float] = field(default_factory=dict)  # GPU index -> used MiB
     procs: Mapping[str, ProcSample] = field(default_factory=dict)  # ProcSample.key -> sample
     compilers: Mapping[int, float] = field(default_factory=dict)  # pid of an alive compiler -> cpu time
@@ -72,7 +75,7 @@ def progress_signals(prev: Snapshot | None, cur: Snapshot, limits: Thresholds = 
     if prev is None:
         return ()
     signals: list[str] = []
-    if cur.log_bytes > prev.log_bytes:
+    if _log_moved(prev, cur):
         signals.append("log")
     if _gpu_moved(prev.gpu_used_mib, cur.gpu_used_mib, limits.gpu_memory_mib):
         signals.append("gpu_memory")
@@ -87,6 +90,12 @@ def since_last_progress(last_progress_t: float | None, started_t: float, now: fl
     """Seconds since something last moved; from the start of watching when nothing has yet."""
     origin = started_t if last_progress_t is None else last_progress_t
     return max(0.0, now - origin)
+
+
+def _log_moved(prev: Snapshot, cur: Snapshot) -> bool:
+    if cur.log_news is not None and prev.log_news is not None:
+        return cur.log_news > prev.log_news
+    return cur.log_bytes > prev.log_bytes
 
 
 def _gpu_moved(prev: Mapping[int, float], cur: Mapping[int, float], limit: float) -> bool:
