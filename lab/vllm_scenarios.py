@@ -22,7 +22,7 @@ MASTER_PORTS = (29700, 29799)  # --master-port of the --nnodes 2 starts, clear o
 TP2_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 TP2_FLAGS = ["--tensor-parallel-size", "2", "--distributed-executor-backend", "mp"]
 WARMUP_LINE = "Warming up model for the compilation"
-DP_WAIT_LINE = "Waiting for"
+DP_WAIT_LINE = "Waiting for READY message from DP Coordinator"
 
 
 def _titled(node: Node, prefix: str) -> list[int]:
@@ -77,8 +77,10 @@ def two_node_missing(rs: RunningScenario) -> None:
 
 def dp_remote_missing(rs: RunningScenario) -> None:
     """Data parallel over two "nodes" (`--data-parallel-size 2 --data-parallel-size-local 1`),
-    the remote DP rank (a `--headless` start on node 1) never started: the local engine waits
-    for it and says so again and again. The onset is the second wait line (a repeat)."""
+    the remote DP rank (a `--headless` start on node 1) never started. The local engine core
+    finishes its own start, then waits for the DP coordinator's READY, which needs every DP rank,
+    and logs "Waiting for READY message from DP Coordinator..." every 10 s (`core.py:1247`); the
+    onset is its first such line. Measured here: onset 4-6 min after the launch under load."""
     port = rs.opts["master_port"]
     args = [*rs.vllm_args(rs.port, eager=True), "--data-parallel-size", "2", "--data-parallel-size-local", "1",
             "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(port)]

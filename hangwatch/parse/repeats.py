@@ -50,7 +50,7 @@ _SPACES = re.compile(r"\s+")
 # A line that announces a wait, a retry or a keep-alive. Generic wording, not one engine's.
 _WAIT = re.compile(
     r"\b(?:still\s+)?waiting\b|\bwait(?:s|ed)?\s+(?:for|on|until)\b|\bretry(?:ing)?\b|\bretries\b|\battempt\s*#?\d"
-    r"|\bnot\s+(?:yet\s+)?(?:ready|available|up|reachable)\b|\bkeep-?alive\b|\bheartbeat\b|\bpolling\b"
+    r"|\bnot\s+(?:yet\s+)?(?:ready|available|up|reachable)\b|\bkeep-?alive\b|\bheartbeat\b|\bpolling\b|\bwatchdog\b"
     r"|\bstill\s+(?:loading|downloading|compiling|initiali[sz]ing)\b|\bblocked\s+(?:on|by)\b|\bhas not (?:yet )?(?:joined|connected|started)\b",
     re.I,
 )
