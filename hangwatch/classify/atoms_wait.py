@@ -51,10 +51,13 @@ def _waits_arg(raw: Any, site: Site) -> WaitsArg:
 _last: tuple[Sequence[LogLine], list[RepeatedWait]] | None = None  # one tick's log, scanned once for all rules
 
 
+SCANNED_LINES = 2000  # a wait still going on is at the log's end: its newest lines are enough
+
+
 def _waits(lines: Sequence[LogLine]) -> list[RepeatedWait]:
     global _last
     if _last is None or _last[0] is not lines:
-        _last = (lines, repeated_waits(lines, min_count=1))
+        _last = (lines, repeated_waits(lines[-SCANNED_LINES:], min_count=1))
     return _last[1]
 
 

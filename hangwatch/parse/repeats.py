@@ -39,13 +39,16 @@ __all__ = [
 # Order matters: dates and times before bare numbers, addresses before hex, durations before numbers.
 _DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?|\b\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?")
 _TIME = re.compile(r"\b\d{1,2}:\d{2}:\d{2}(?:[.,]\d+)?\b")
-_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-f:]+\](?::\d+)?|\b[\w.-]+:\d{2,5}\b", re.I)
+_ADDR = re.compile(r"\b(?:\d{1,3}\.){3}\d{1,3}(?::\d+)?\b|\[[0-9a-f:]+\](?::\d+)?|\b[\w.-]++:\d{2,5}\b", re.I)
 _HEX = re.compile(r"\b0x[0-9a-f]+\b|\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{8,}\b", re.I)
 _DURATION = re.compile(r"\b\d+(?:\.\d+)?\s?(?:ms|us|µs|ns|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b"
                        r"|\b(?:\d+h)?(?:\d+m)?\d+(?:\.\d+)?s\b", re.I)
 _PID = re.compile(r"\b(?:pid|tid|port|attempt|retry|retries|try|tries|iteration|round)[ =:#]*\d+(?:\s*/\s*\d+)?", re.I)
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _SPACES = re.compile(r"\s+")
+_DIGIT = re.compile(r"\d")
+# words every wait line has one of: a cheap test before the full pattern
+_WAIT_WORDS = re.compile(r"wait|retr|attempt|not |keep|heartbeat|poll|watchdog|still|blocked", re.I)
 
 # A line that announces a wait, a retry or a keep-alive. Generic wording, not one engine's.
 _WAIT = re.compile(
@@ -64,32 +67,53 @@ _OBJECT_MAX = 120
 DATA = Path(__file__).resolve().parent.parent / "data" / "waits.yaml"
 
 
-@lru_cache(maxsize=16384)
+# One pass over a line: each alternative is one kind of token; the first that matches at a
+# position wins, so dates come before times, addresses before hex and numbers, durations before
+# numbers, and a retry's attempt number before a bare number.
+_TOKENS = re.compile("|".join(f"(?P<{name}>{pattern.pattern})" for name, pattern in (
+    ("date", _DATE), ("time", _TIME), ("addr", _ADDR), ("hex", _HEX), ("dur", _DURATION), ("own", _PID),
+    ("num", _NUMBER),
+)), re.I)
+_ROUGH = re.compile(r"0x[0-9a-f]+|\d+", re.I)
+
+
+@lru_cache(maxsize=65536)
+def _counters(text: str) -> tuple[str, ...]:
+    """The numbers left once times, addresses, ids and a retry's attempt are taken out (one pass)."""
+    if _DIGIT.search(text) is None:
+        return ()
+    return tuple(m.group() for m in _TOKENS.finditer(text) if m.lastgroup == "num")
+
+
+@lru_cache(maxsize=65536)
 def template(text: str) -> str:
-    """The kind of line: timestamps, addresses, ids, durations and numbers replaced."""
-    out = _DATE.sub("<ts>", text)
-    out = _TIME.sub("<ts>", out)
-    out = _ADDR.sub("<addr>", out)
-    out = _HEX.sub("<hex>", out)
-    out = _DURATION.sub("<dur>", out)
-    out = _NUMBER.sub("#", out)
-    return _SPACES.sub(" ", out).strip()
+    """The kind of line: every number and hex id replaced (so timestamps, durations, addresses too)."""
+    return _SPACES.sub(" ", _ROUGH.sub("#", text)).strip()
 
 
-@lru_cache(maxsize=16384)
+@lru_cache(maxsize=65536)
+def _numbers(text: str) -> tuple[str, ...]:
+    return tuple(_ROUGH.findall(text))
+
+
 def counters(text: str) -> tuple[str, ...]:
     """The numbers of a line that carry news: counts and fractions, not times, ids or attempts."""
-    out = _DATE.sub(" ", text)
-    out = _TIME.sub(" ", out)
-    out = _ADDR.sub(" ", out)
-    out = _HEX.sub(" ", out)
-    out = _DURATION.sub(" ", out)
-    out = _PID.sub(" ", out)
-    return tuple(_NUMBER.findall(out))
+    return _counters(text)
 
 
+def _moved(before: tuple[tuple[str, ...], str] | None, numbers: tuple[str, ...], text: str) -> bool:
+    """News against the kind's last line: new kind, or a counter that changed. Most repeats carry
+    the very same numbers (the cheap test); only when some differ are the counters compared."""
+    if before is None:
+        return True
+    if before[0] == numbers:
+        return False
+    return counters(text) != counters(before[1])
+
+
+@lru_cache(maxsize=65536)
 def is_wait(text: str) -> bool:
-    return _WAIT.search(text) is not None
+    return _WAIT_WORDS.search(text) is not None and _WAIT.search(text) is not None
 
 
 def wait_object(text: str) -> str | None:
@@ -132,7 +156,7 @@ class LineNews:
     kinds are forgotten first, so a forgotten kind is news again: never a missed progress)."""
 
     def __init__(self, max_kinds: int = 4096) -> None:
-        self._seen: OrderedDict[tuple[str | None, str], tuple[str, ...]] = OrderedDict()
+        self._seen: OrderedDict[tuple[str | None, str], tuple[tuple[str, ...], str]] = OrderedDict()
         self._max = max_kinds
         self.last_news: LogLine | None = None  # the latest line that was news
 
@@ -143,12 +167,12 @@ class LineNews:
             text = line.message or line.text
             if not text.strip():
                 continue
-            kind, numbers = _kind(line, text), counters(text)
+            kind, numbers = _kind(line, text), _numbers(text)
             before = self._seen.pop(kind, None)
-            self._seen[kind] = numbers
+            self._seen[kind] = (numbers, text)
             if len(self._seen) > self._max:
                 self._seen.popitem(last=False)
-            if before is None or before != numbers:
+            if _moved(before, numbers, text):
                 news += 1
                 self.last_news = line
         return news
@@ -188,17 +212,17 @@ def repeated_waits(lines: Sequence[LogLine], min_count: int = 3, *, trailing_onl
     `trailing_only`, only waits still going on: no line of another kind that is news after
     the wait's last repeat but one (a wait that ended and was followed by progress is history)."""
     groups: dict[tuple[str | None, str], list[LogLine]] = {}
-    seen: dict[tuple[str | None, str], tuple[str, ...]] = {}
+    seen: dict[tuple[str | None, str], tuple[tuple[str, ...], str]] = {}
     newest_news = 0  # line number of the latest line that was news
     for line in lines:
         text = line.message or line.text
         if not text.strip():
             continue
-        kind, numbers = _kind(line, text), counters(text)
-        if seen.get(kind) != numbers:
+        kind, numbers = _kind(line, text), _numbers(text)
+        if _moved(seen.get(kind), numbers, text):
             newest_news = line.lineno
             groups.pop(kind, None)  # a counter moved: the repeats start again
-        seen[kind] = numbers
+        seen[kind] = (numbers, text)
         if is_wait(text):
             groups.setdefault(kind, []).append(line)
     out = []

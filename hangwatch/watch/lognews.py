@@ -20,7 +20,11 @@ from collections.abc import Sequence
 from hangwatch.model import LogLine
 from hangwatch.parse.repeats import LineNews, line_seconds
 
-__all__ = ["LogNews", "file_age"]
+__all__ = ["BASELINE_LINES", "LogNews", "file_age"]
+
+# Of the tail read at attach (up to 8 MiB), the newest lines say which kinds exist and when the
+# log last had news; a kind only in older lines is news once when it comes back (never missed).
+BASELINE_LINES = 5000
 
 
 class LogNews:
@@ -32,6 +36,8 @@ class LogNews:
 
     def feed(self, lines: Sequence[LogLine], *, bytes_read: bool) -> int:
         """News in one read: 0 for the first (the baseline) and for a read of repeats only."""
+        if not self._baseline:
+            lines = lines[-BASELINE_LINES:]
         news = self._lines.observe(lines)
         if not self._baseline:
             self._baseline = True
