@@ -165,9 +165,11 @@ class Watcher:
         self._read_procs()
         self._read_gpus(t)
         self._schedule_stacks(t)
-        if self._dumping is not None:
-            wait([self._dumping], timeout=self.config.stack_timeout_s)
-            self._collect_stacks(t)
+        deadline = time.monotonic() + self.config.stack_timeout_s
+        while self._dumping is not None and not self._dumping.done() and time.monotonic() < deadline:
+            wait([self._dumping], timeout=0.25)
+            self._read_procs()  # a process that dies meanwhile is known by what it was (its title, rank)
+        self._collect_stacks(t)
         self._track_progress(t)
         left = self.config.first_look_s - (self._clock() - self.started - t)
         if left > 0:
