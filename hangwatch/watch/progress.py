@@ -22,6 +22,7 @@ __all__ = [
     "compiler_cpu",
     "proc_samples",
     "motion_signature",
+    "wait_signature",
     "since_last_progress",
 ]
 
@@ -55,6 +56,7 @@ class StackMark:
     signature: str
     cpu_time_s: float | None = None
     t: float | None = None  # watch time the sample was taken: a change between two marks happened after the first
+    where: str = ""  # every thread's frames, idle ones too (`wait_signature`): how long a process shows one wait
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,18 @@ def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:
 
 
 def motion_signature(stack: ProcessStack) -> str:
-    """Every thread's frames with line numbers: Python code that moves changes it, a wait does not."""
+    """The frames, with line numbers, of every thread that is not idle: Python code that moves
+    changes it, a wait does not. A thread py-spy saw idle (asleep, in a blocking call) is left
+    out: a helper that wakes now and then (a watchdog thread that sleeps, checks, runs a dump)
+    would otherwise look like computing; a thread of unknown activity counts."""
     threads = sorted(
-        ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads
+        ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames)
+        for thread in stack.threads if thread.active is not False
     )
     return "|".join(threads)
+
+
+def wait_signature(stack: ProcessStack) -> str:
+    """Every thread's frames, idle ones too: the same wait seen again (the final blocker's for_s,
+    and a deadlock confirmed in two rounds) must not mistake one idle wait for another."""
+    return "|".join(sorted(";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads))

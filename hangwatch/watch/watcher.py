@@ -251,7 +251,8 @@ class Watcher:
         for stack, raw in dumps:
             stored = self.stacks.add(stack, raw, t)
             if not stack.native:
-                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t)
+                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t,
+                                          progress.wait_signature(stored))
                 self._note_wait(stack.label, mark, t)
                 self._stack_marks[stack.label] = mark
         self.sources.set_stack_missing(missing, any_ok=bool(dumps))
@@ -265,7 +266,7 @@ class Watcher:
     def _note_wait(self, label: str, mark: progress.StackMark, t: float) -> None:
         """How long each process has shown the same stack: the final blocker's `for_s`."""
         before = self._stack_marks.get(label)
-        if before is not None and before.signature == mark.signature:
+        if before is not None and before.where == mark.where:
             self._steady[label] = self._steady.get(label, 1) + 1
         else:
             self._wait_began[label], self._steady[label] = t, 1

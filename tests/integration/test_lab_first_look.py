@@ -100,7 +100,7 @@ def test_lab_restart_mid_stall_sends_exactly_one_slack_message(lab: Start, tmp_p
         # WHEN the daemon is killed with -9 and restarted on the same history, mid-stall
         second = _Watch(args, env)
         try:
-            second.until(lambda v: False, 30)  # its first look and the ticks after it
+            second.until(lambda v: False, 60)  # its start (slow under load), first look and ticks
         finally:
             second.kill9()
         time.sleep(2.0)  # a message it queued would be posted by now

@@ -212,3 +212,19 @@ def test_native_for_a_stalled_server_at_a_bounded_rate() -> None:
 def test_native_can_be_turned_off() -> None:
     latest = {"TP0": _stack("TP0", ("synchronize", "torch/cuda/__init__.py", 9))}
     assert native_targets(latest, {}, 100.0, stalled=True, config=LadderConfig(native=False)) == []
+
+
+def test_an_idle_helper_thread_that_wakes_is_no_motion() -> None:
+    """SGLang's soft watchdog thread sleeps, checks, runs a py-spy dump: its frames change while
+    the rank waits in the rendezvous; only threads that are not idle make the signature."""
+    from hangwatch.model import Frame, ProcessStack, Source, ThreadStack
+
+    def frames(*names: str) -> tuple[Frame, ...]:
+        return tuple(Frame(function=n, qualname=n, file="x.py", line=1) for n in names)
+
+    waiting = ThreadStack("MainThread", 1, frames("TCPStore.__init__", "init_process_group"), active=False)
+    asleep = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(waiting, ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False)))
+    dumping = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(waiting, ThreadStack("watchdog", 2, frames("run", "pyspy_dump"), active=False)))
+    assert motion_signature(asleep) == motion_signature(dumping)
+    computing = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(ThreadStack("MainThread", 1, frames("forward"), active=True),))
+    assert motion_signature(computing) != motion_signature(asleep)
