@@ -22,6 +22,7 @@ __all__ = [
     "compiler_cpu",
     "proc_samples",
     "motion_signature",
+    "thread_marks",
     "wait_signature",
     "since_last_progress",
 ]
@@ -57,6 +58,7 @@ class StackMark:
     cpu_time_s: float | None = None
     t: float | None = None  # watch time the sample was taken: a change between two marks happened after the first
     where: str = ""  # every thread's frames, idle ones too (`wait_signature`): how long a process shows one wait
+    threads: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # `thread_marks`: what moved, per thread
 
 
 @dataclass(frozen=True)
@@ -135,11 +137,28 @@ def _stack_signals(prev: Mapping[str, StackMark], cur: Mapping[str, StackMark], 
     signals: list[str] = []
     for label, mark in cur.items():
         before = prev.get(label)
-        if before is None or mark.sample == before.sample or mark.signature == before.signature:
+        if before is None or mark.sample == before.sample:
+            continue
+        if not (_threads_moved(before.threads, mark.threads) if before.threads and mark.threads
+                else mark.signature != before.signature):
             continue
         if _grew(before.cpu_time_s, mark.cpu_time_s, cpu_limit):
             signals.append(f"stack:{label}")
     return signals
+
+
+def _threads_moved(before: Mapping[str, tuple[str, bool]], now: Mapping[str, tuple[str, bool]]) -> bool:
+    """A thread's frames changed while it was active in one of the two samples. A thread idle in
+    both (a watchdog that sleeps, wakes, runs a dump, sleeps: its frames change, it computes
+    nothing) does not count; nor does one whose frames stayed while py-spy's idle flag flipped."""
+    for key in before.keys() | now.keys():
+        a, b = before.get(key), now.get(key)
+        if a is None or b is None:
+            if (a or b or ("", False))[1]:
+                return True  # an active thread came or went
+        elif a[0] != b[0] and (a[1] or b[1]):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- building snapshot parts
@@ -162,15 +181,18 @@ def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:
 
 
 def motion_signature(stack: ProcessStack) -> str:
-    """The frames, with line numbers, of every thread that is not idle: Python code that moves
-    changes it, a wait does not. A thread py-spy saw idle (asleep, in a blocking call) is left
-    out: a helper that wakes now and then (a watchdog thread that sleeps, checks, runs a dump)
-    would otherwise look like computing; a thread of unknown activity counts."""
+    """Every thread's frames with line numbers: Python code that moves changes it, a wait does not."""
     threads = sorted(
-        ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames)
-        for thread in stack.threads if thread.active is not False
+        ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads
     )
     return "|".join(threads)
+
+
+def thread_marks(stack: ProcessStack) -> dict[str, tuple[str, bool]]:
+    """Per thread: its frames and whether py-spy saw it active (unknown counts as active)."""
+    return {str(thread.thread_id if thread.thread_id is not None else f"{thread.name}#{index}"):
+            (";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames), thread.active is not False)
+            for index, thread in enumerate(stack.threads)}
 
 
 def wait_signature(stack: ProcessStack) -> str:

@@ -252,7 +252,7 @@ class Watcher:
             stored = self.stacks.add(stack, raw, t)
             if not stack.native:
                 mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t,
-                                          progress.wait_signature(stored))
+                                          progress.wait_signature(stored), progress.thread_marks(stored))
                 self._note_wait(stack.label, mark, t)
                 self._stack_marks[stack.label] = mark
         self.sources.set_stack_missing(missing, any_ok=bool(dumps))

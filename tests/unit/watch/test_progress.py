@@ -216,15 +216,28 @@ def test_native_can_be_turned_off() -> None:
 
 def test_an_idle_helper_thread_that_wakes_is_no_motion() -> None:
     """SGLang's soft watchdog thread sleeps, checks, runs a py-spy dump: its frames change while
-    the rank waits in the rendezvous; only threads that are not idle make the signature."""
+    the rank waits in the rendezvous (idle in both samples); a thread whose frames stay while
+    py-spy's idle flag flips is no motion either; an active thread that moved is."""
     from hangwatch.model import Frame, ProcessStack, Source, ThreadStack
+    from hangwatch.watch.progress import StackMark, thread_marks
 
     def frames(*names: str) -> tuple[Frame, ...]:
         return tuple(Frame(function=n, qualname=n, file="x.py", line=1) for n in names)
 
+    def mark(sample: int, cpu: float, *threads: ThreadStack) -> StackMark:
+        stack = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=threads)
+        return StackMark(sample, motion_signature(stack), cpu, float(sample), "", thread_marks(stack))
+
+    def moved(a: StackMark, b: StackMark) -> tuple[str, ...]:
+        return progress_signals(Snapshot(0.0, stacks={"TP0": a}), Snapshot(5.0, stacks={"TP0": b}))
+
     waiting = ThreadStack("MainThread", 1, frames("TCPStore.__init__", "init_process_group"), active=False)
-    asleep = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(waiting, ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False)))
-    dumping = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(waiting, ThreadStack("watchdog", 2, frames("run", "pyspy_dump"), active=False)))
-    assert motion_signature(asleep) == motion_signature(dumping)
-    computing = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=(ThreadStack("MainThread", 1, frames("forward"), active=True),))
-    assert motion_signature(computing) != motion_signature(asleep)
+    asleep = mark(1, 1.0, waiting, ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    dumping = mark(2, 1.5, waiting, ThreadStack("watchdog", 2, frames("run", "pyspy_dump"), active=False))
+    assert moved(asleep, dumping) == ()
+    flipped = mark(2, 1.5, ThreadStack("MainThread", 1, waiting.frames, active=True),
+                   ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    assert moved(asleep, flipped) == ()
+    computing = mark(2, 1.5, ThreadStack("MainThread", 1, frames("forward"), active=True),
+                     ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    assert moved(asleep, computing) == ("stack:TP0",)
