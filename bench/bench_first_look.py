@@ -139,6 +139,9 @@ def restarts(scenario: str, runs: int, second_s: float, tmp: Path) -> None:
             first_ids = {v["episode"]["id"] for _, v in first.lines if v.get("episode")}
             ok = stalled and len(slack.bodies) == 1 and states and set(states) == {"stalled"} and episodes <= first_ids
             right += bool(ok)
+            for _, v in second.lines:
+                if v["state"] != "stalled":  # what ended the resumed episode, for the record
+                    print(f"   second daemon: {v['state']} {v.get('cause')} {v.get('message')}", flush=True)
             print(f"1. {scenario} restart {run + 1}: first daemon stalled={stalled}; Slack messages in all: "
                   f"{len(slack.bodies)}; second daemon's states: {states}; same episode: {episodes <= first_ids}"
                   f" (load average {os.getloadavg()[0]:.1f})", flush=True)
