@@ -115,7 +115,7 @@ def _proc_signals(prev: Mapping[str, ProcSample], cur: Mapping[str, ProcSample],
     signals: list[str] = []
     for key, now in cur.items():
         before = prev.get(key)
-        if before is None or not now.alive or now.role == "compiler":
+        if before is None or not now.alive or now.role in ("compiler", _HELPER):
             continue
         if _grew(before.rss_mib, now.rss_mib, limits.rss_mib, absolute=True):
             signals.append(f"rss:{key}")
@@ -171,8 +171,20 @@ def proc_samples(records: Iterable[ProcessRecord]) -> dict[str, ProcSample]:
         key = record.rank or f"pid:{record.pid}"
         if key in out and not record.alive:
             continue  # a dead earlier holder of a rank label never hides the live one
-        out[key] = ProcSample(key, record.role, record.cpu_time_s, record.rss_mib, record.io_read_bytes, record.alive)
+        role = _HELPER if _helper(record) else record.role
+        out[key] = ProcSample(key, role, record.cpu_time_s, record.rss_mib, record.io_read_bytes, record.alive)
     return out
+
+
+_HELPER = "helper"
+
+
+def _helper(record: ProcessRecord) -> bool:
+    """A process of the tree that is neither the engine's nor a rank to be (an untitled
+    multiprocessing child): a shell, a debugger the engine runs on itself (SGLang's soft watchdog
+    runs `py-spy dump --native` every few seconds). Its memory and reads are its own work, not
+    the start's."""
+    return record.role == "other" and "multiprocessing" not in (record.cmdline or "")
 
 
 def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:

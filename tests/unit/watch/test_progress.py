@@ -241,3 +241,21 @@ def test_an_idle_helper_thread_that_wakes_is_no_motion() -> None:
     computing = mark(2, 1.5, ThreadStack("MainThread", 1, frames("forward"), active=True),
                      ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
     assert moved(asleep, computing) == ("stack:TP0",)
+
+
+def test_a_helper_the_engine_runs_on_itself_is_no_progress() -> None:
+    """SGLang's soft watchdog runs `py-spy dump --native` on its own processes: the debugger's
+    memory and reads grow while the start waits; an untitled multiprocessing child (a rank to
+    be) still counts."""
+    from hangwatch.model import ProcessRecord
+
+    def rec(pid: int, cmdline: str, rss: float, io: int) -> ProcessRecord:
+        return ProcessRecord(pid=pid, ppid=1, cmdline=cmdline, role="other", rank=None, state="S", cpu_time_s=1.0,
+                             rss_mib=rss, io_read_bytes=io, alive=True)
+
+    spy, child = "py-spy dump --native --pid 5237", "python -c from multiprocessing.spawn import spawn_main"
+    before = Snapshot(0.0, procs=proc_samples([rec(10, spy, 10.0, 0), rec(11, child, 100.0, 0)]))
+    after = Snapshot(1.0, procs=proc_samples([rec(10, spy, 90.0, 50 << 20), rec(11, child, 100.0, 0)]))
+    assert progress_signals(before, after) == ()
+    grown = Snapshot(1.0, procs=proc_samples([rec(10, spy, 90.0, 50 << 20), rec(11, child, 200.0, 0)]))
+    assert progress_signals(before, grown) == ("rss:pid:11",)
