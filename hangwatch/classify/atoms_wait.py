@@ -12,7 +12,6 @@ long: "the log repeats 'Waiting for READY message from DP Coordinator...' 13 tim
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,8 +20,8 @@ from hangwatch.classify.context import Context
 from hangwatch.classify.facts import NO
 from hangwatch.classify.values import ArgParser, Site, check_keys, parse_count, parse_regex
 from hangwatch.errors import RuleError
-from hangwatch.model import Fact, LogLine, Source
-from hangwatch.parse.repeats import RepeatedWait, repeated_waits, wait_families
+from hangwatch.model import Fact, Source
+from hangwatch.parse.repeats import wait_families
 
 __all__ = ["ARGS", "ATOMS", "WaitsArg"]
 
@@ -48,21 +47,8 @@ def _waits_arg(raw: Any, site: Site) -> WaitsArg:
     return WaitsArg(family, pattern, count)
 
 
-_last: tuple[Sequence[LogLine], list[RepeatedWait]] | None = None  # one tick's log, scanned once for all rules
-
-
-SCANNED_LINES = 2000  # a wait still going on is at the log's end: its newest lines are enough
-
-
-def _waits(lines: Sequence[LogLine]) -> list[RepeatedWait]:
-    global _last
-    if _last is None or _last[0] is not lines:
-        _last = (lines, repeated_waits(lines[-SCANNED_LINES:], min_count=1))
-    return _last[1]
-
-
 def log_waits(arg: WaitsArg, ctx: Context) -> AtomResult:
-    for wait in _waits(ctx.evidence.log):
+    for wait in ctx.repeated_waits:
         if wait.count < arg.count:
             continue
         if arg.family is not None and (wait.family is None or wait.family.cause != arg.family):
