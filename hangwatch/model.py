@@ -400,14 +400,18 @@ class Blocker:
 class Eta:
     """When the server should be ready, from past starts of the same setup."""
 
-    ready_in_s: float | None
+    ready_in_s: float | None  # None once a budget has passed or while stalled: no promise then
     from_starts: int
     budget_s: float | None  # the learned budget of the current phase: past it, with nothing moving, stalled
+    overdue_s: float | None = None  # past the usual ready time (or the phase past its budget) by this much
+    usual_s: float | None = None  # the median launch-to-ready time of those starts
 
     def to_dict(self) -> dict[str, Any]:
         return {"ready_in_s": None if self.ready_in_s is None else round(self.ready_in_s, 1),
                 "from_starts": self.from_starts,
-                "budget_s": None if self.budget_s is None else round(self.budget_s, 1)}
+                "budget_s": None if self.budget_s is None else round(self.budget_s, 1),
+                "overdue_s": None if self.overdue_s is None else round(self.overdue_s, 1),
+                "usual_s": None if self.usual_s is None else round(self.usual_s, 1)}
 
 
 @dataclass(frozen=True)

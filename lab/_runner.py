@@ -36,8 +36,8 @@ VLLM_FLAGS = ["--host", "127.0.0.1", "--max-model-len", "512", "--dtype", "float
               "--disable-log-stats"]
 # vLLM's single-node distributed init is a FileStore under TMPDIR that it never deletes
 _VLLM_DIST_FILE = re.compile(r"distributed_init_method=file://(\S+)")
-ONSET_TIMEOUT_S = 300.0  # a TP=2 start takes 30-60 s on 2 shared cores; leave a wide margin
-VLLM_ONSET_TIMEOUT_S = 600.0  # vLLM: TP=1 40-240 s, TP=2 110 s and more, as the load goes
+ONSET_TIMEOUT_S = 600.0  # a TP=2 start takes 30-60 s on 2 shared cores, 274 s at load average 25: a wide margin
+VLLM_ONSET_TIMEOUT_S = 1200.0  # vLLM: TP=1 40-240 s, TP=2 110 s and more; a DP=2 start took 620 s at load 25
 HS_DUMP_SHM_PREFIX = "/dev/shm/hangwatch-hsdump-"
 
 TMP_PREFIX = "hangwatch-lab-"

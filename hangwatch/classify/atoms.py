@@ -7,7 +7,7 @@ to the parser that compiles its YAML argument once, at load time. Prefix atoms a
 
 from __future__ import annotations
 
-from hangwatch.classify import atoms_error, atoms_host, atoms_phase, atoms_stack, atoms_system, atoms_text
+from hangwatch.classify import atoms_error, atoms_host, atoms_phase, atoms_stack, atoms_system, atoms_text, atoms_wait
 from hangwatch.classify.conditions import AtomFn
 from hangwatch.classify.values import ArgParser
 
@@ -20,6 +20,7 @@ ATOMS: dict[str, AtomFn] = {
     **atoms_system.ATOMS,
     **atoms_error.ATOMS,
     **atoms_host.ATOMS,
+    **atoms_wait.ATOMS,
 }
 ARGS: dict[str, ArgParser] = {
     **atoms_text.ARGS,
@@ -28,6 +29,7 @@ ARGS: dict[str, ArgParser] = {
     **atoms_system.ARGS,
     **atoms_error.ARGS,
     **atoms_host.ARGS,
+    **atoms_wait.ARGS,
 }
 PREFIXES = ("flag.", "env.", "meta.", *atoms_host.PREFIXES)
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from hangwatch.classify.atoms import evidence_of
 from hangwatch.classify.atoms_error import failure_fact
+from hangwatch.classify.ceilings import default_ceilings
 from hangwatch.classify.context import Context, Position, label_order
 from hangwatch.classify.differential import (
     candidates_for,
@@ -39,16 +40,8 @@ from hangwatch.model import (
     Verdict,
 )
 
-DEFAULT_BUDGETS: Mapping[Phase, float] = {
-    Phase.LAUNCH: 120,
-    Phase.DIST_INIT: 60,
-    Phase.WEIGHT_LOAD: 120,
-    Phase.KV_CACHE: 120,
-    Phase.ATTN_BACKEND: 300,
-    Phase.CUDA_GRAPH: 300,
-    Phase.HTTP_UP: 60,
-    Phase.WARMUP: 120,
-}
+# Without history, how long a phase may go with nothing moving (data/ceilings.yaml, docs/live.md)
+DEFAULT_BUDGETS: Mapping[Phase, float] = default_ceilings()
 SLOW_AFTER_S = 30.0  # the log silent longer than this while something moves: "progressing", not "starting"
 # A `state: progressing` rule says "slow but alive". Live, where the quiet time is known, that is
 # refuted once nothing at all has moved for this long (a FIFO open looks like a slow read).

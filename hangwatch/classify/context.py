@@ -28,6 +28,7 @@ from hangwatch.model import (
 )
 from hangwatch.parse.failures import Failure, read_failures
 from hangwatch.parse.pasted import compute_capability
+from hangwatch.parse.repeats import RepeatedWait, repeated_waits
 
 META_FLAG_FALLBACKS = ("nnodes", "tp")  # flags a meta-only bundle still knows
 TREND_WINDOW_S = 120.0  # the GPU memory trend looks at the last two minutes of samples
@@ -189,6 +190,12 @@ class Context:
         if pattern not in self._hits:
             self._hits[pattern] = [line for chunk in self._chunks for line in logscan.hits(chunk, pattern)]
         return self._hits[pattern]
+
+    @cached_property
+    def repeated_waits(self) -> list[RepeatedWait]:
+        """The waits the log keeps repeating, still going on (the `log.waits` atom): a wait that
+        still goes on is at the log's end, so its newest 2000 lines are enough."""
+        return repeated_waits(self.evidence.log[-2000:], min_count=1)
 
     @cached_property
     def failures(self) -> tuple[Failure, ...]:

@@ -358,6 +358,7 @@ class _Sinks:
         from hangwatch.sources.location import read_location
 
         dispatcher = AlertDispatcher(sinks, store, where=read_location().label())
+        _resume_open_episode(self.watcher, store)
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 
         def close() -> None:
@@ -376,3 +377,14 @@ class _Sinks:
         agent.set_url(self.public_url or handle.url)  # a fleet reads the agent's details there
         print(f"hangwatch: API on {handle.url}", file=sys.stderr)
         self._closers.append(handle.stop)
+
+
+def _resume_open_episode(watcher: Any, store: Any) -> None:
+    """A daemon restarted mid-stall carries on the episode its history left open for this server,
+    so its first look (no baseline yet) neither resolves it nor alerts again (docs/live.md)."""
+    from hangwatch.model import StallEpisode
+    from hangwatch.redact import redacted
+
+    episode = store.open_episode(redacted(watcher.view.server_name))
+    if episode is not None and episode.state == "stalled":
+        watcher.resume_episode(StallEpisode(episode.id, episode.started, "stalled", episode.cause))

@@ -99,6 +99,8 @@ class EtaModel(BaseModel):
     ready_in_s: float | None
     from_starts: int
     budget_s: float | None
+    overdue_s: float | None = None
+    usual_s: float | None = None
 
 
 class VerdictModel(BaseModel):

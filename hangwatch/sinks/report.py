@@ -194,10 +194,14 @@ def _live(console: _Printer, verdict: Verdict) -> None:
 
 
 def eta_text(eta: Eta) -> str:
-    """"ready in ~1m40s, from 6 starts" (past starts of the same setup)."""
+    """"ready in ~1m40s, from 6 starts" (past starts of the same setup); once late, no promise:
+    "overdue by 1m20s; usually ready in 45s, from 6 starts"."""
     starts = f"from {eta.from_starts} start{'s' if eta.from_starts != 1 else ''}"
+    usual = f"usually ready in {duration_text(eta.usual_s)}, {starts}" if eta.usual_s is not None else starts
+    if eta.overdue_s is not None:
+        return f"overdue by {duration_text(eta.overdue_s)}; {usual}"
     if eta.ready_in_s is None:
-        return f"unknown ({starts})"
+        return f"none while stalled; {usual}" if eta.usual_s is not None else f"unknown ({starts})"
     return f"ready in ~{duration_text(eta.ready_in_s)}, {starts}"
 
 

@@ -245,9 +245,21 @@ def _state(proc: psutil.Process) -> str | None:
 
 
 def read_io_bytes(pid: int, *, proc_root: str = "/proc") -> int | None:
-    """rchar + read_bytes of /proc/PID/io (None when unreadable: another user, no CONFIG_TASK_IO)."""
+    """rchar + read_bytes of the process's own live threads (/proc/PID/task/*/io); None when
+    unreadable (another user, no CONFIG_TASK_IO). Not /proc/PID/io: that one also adds the reads
+    of children it reaped, and an engine that runs `py-spy dump` on itself every few seconds
+    (SGLang's soft watchdog) would read as loading while it waits (docs/live.md)."""
     try:
-        with open(f"{proc_root}/{pid}/io", "rb") as fh:
+        tasks = os.listdir(f"{proc_root}/{pid}/task")
+    except OSError:
+        tasks = []
+    counts = [n for n in (_io_file(f"{proc_root}/{pid}/task/{tid}/io") for tid in tasks) if n is not None]
+    return sum(counts) if counts else _io_file(f"{proc_root}/{pid}/io")
+
+
+def _io_file(path: str) -> int | None:
+    try:
+        with open(path, "rb") as fh:
             text = fh.read().decode("ascii", "replace")
     except OSError:
         return None

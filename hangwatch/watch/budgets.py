@@ -78,19 +78,34 @@ def budgets(past: Sequence[PastStart], policy: BudgetPolicy = BudgetPolicy()) ->
 
 
 def eta(past: Sequence[PastStart], where: Position | None, elapsed_s: float | None,
-        policy: BudgetPolicy = BudgetPolicy()) -> Eta | None:
-    """None without history; `ready_in_s` None when the start is past every phase seen before."""
+        policy: BudgetPolicy = BudgetPolicy(), *, stalled: bool = False) -> Eta | None:
+    """None without history. Time told honestly: no `ready_in_s` while stalled, once the current
+    phase is past its budget, or once the start is past the usual ready time; `overdue_s` then
+    says by how much ("overdue by 1m20s; usually ready in 45s, from 6 starts")."""
     if not past:
         return None
     budget = budgets(past, policy).get(where.phase) if where else None
+    usual = round(statistics.median(s.ready_s for s in past), 1)
+    overdue = _overdue(past, where, elapsed_s, budget, usual)
+    if stalled or overdue is not None:
+        return Eta(None, len(past), budget, overdue, usual)
     if where is None:
-        ready = statistics.median(s.ready_s for s in past)
-        left = None if elapsed_s is None else max(0.0, ready - elapsed_s)
-        return Eta(left, len(past), budget)
+        left = None if elapsed_s is None else max(0.0, usual - elapsed_s)
+        return Eta(left, len(past), budget, None, usual)
     median = {phase: statistics.median(s.phases.get(phase.value, 0.0) for s in past) for phase in Phase}
     ahead = sum(median[p] for p in Phase if p.order > where.phase.order)
     left = max(0.0, median[where.phase] - where.in_phase_s) + ahead
-    return Eta(round(left, 1), len(past), budget)
+    return Eta(round(left, 1), len(past), budget, None, usual)
+
+
+def _overdue(past: Sequence[PastStart], where: Position | None, elapsed_s: float | None, budget: float | None,
+             usual: float) -> float | None:
+    """By how much the start is late: past the usual ready time, or its phase past its budget."""
+    late = [elapsed_s - usual] if elapsed_s is not None and elapsed_s > usual else []
+    if where is not None and budget is not None and where.in_phase_s > budget:
+        longest = max(s.phases.get(where.phase.value, 0.0) for s in past)
+        late.append(where.in_phase_s - longest)
+    return round(max(late), 1) if late else None
 
 
 def position(phases: Mapping[str, Sequence[tuple[str, float, float | None]]], t: float) -> Position | None:

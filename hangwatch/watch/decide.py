@@ -67,7 +67,8 @@ class Decider:
         if shown is not None and shown.rank and not published.ranks:
             # the rank the wait-for chain ends at is the culprit every surface names (/verdict's ranks too)
             published = replace(published, ranks=(shown.rank,))
-        ready_eta = None if published.state in (State.READY, State.CRASHED) else eta(past, where, elapsed_s, self.policy)
+        ready_eta = None if published.state in (State.READY, State.CRASHED) else eta(
+            past, where, elapsed_s, self.policy, stalled=published.state is State.STALLED)
         return Decision(replace(published, blocker=shown, eta=ready_eta), raw, early)
 
 

@@ -11,7 +11,11 @@ changed on the way *into* the hang, or a second rule that needs its own hold bef
 * the cause is refined when a stalled verdict names another cause with higher confidence (each
   change is kept in `refined`); a lower-confidence cause does not replace it;
 * the episode ends on real progress dated inside it (`Motion.since_t` after its start) while
-  the raw verdict is no longer stalled ("resolved"), on ready, or on a crash ("crashed").
+  the raw verdict is no longer stalled ("resolved"), on ready, or on a crash ("crashed");
+* an episode an earlier run of the daemon left open in the history is `resume`d: it stays
+  stalled until progress this process saw across its own ticks (its first reading of the server
+  is a baseline, never progress), and its first stalled verdict takes over the cause silently
+  (a restart is no new information: no refinement, so no message).
 
 Pure apart from the id generator: times come in as arguments.
 """
@@ -46,6 +50,7 @@ class EpisodeTracker:
         self._stall_began_t = 0.0  # watch time nothing moved since, per the first stalled verdict
         self._held: Verdict | None = None  # the last stalled verdict of the episode
         self.ended: list[StallEpisode] = []  # episodes closed in this process, oldest first
+        self._resumed = False  # the open episode came from the history, not from this process
 
     def update(self, raw: Verdict, motion: Iterable[Motion], t: float, wall: float) -> Verdict:
         """The verdict to publish for this tick's raw verdict; `t` watch time, `wall` epoch seconds."""
@@ -61,6 +66,17 @@ class EpisodeTracker:
             return self._resolve(raw, wall)
         return self._hold(raw, t)
 
+    def resume(self, episode: StallEpisode, t: float, wall: float) -> None:
+        """Carry on a stall episode an earlier run left open (`t` watch time, `wall` epoch now)."""
+        self.episode = replace(episode, state="stalled", ended_at=None)
+        self._opened_t = t
+        self._stall_began_t = t - max(0.0, wall - episode.started_at)
+        self._held = Verdict(
+            state=State.STALLED, cause=episode.cause, confidence=episode.confidence, episode=self.episode,
+            title="Still stalled (the episode an earlier watch opened; nothing has moved since this one began)",
+        )
+        self._resumed = True
+
     # ---------------------------------------------------------------- transitions
 
     def _open(self, raw: Verdict, t: float, wall: float) -> Verdict:
@@ -73,6 +89,10 @@ class EpisodeTracker:
     def _stalled(self, raw: Verdict, t: float, wall: float) -> Verdict:
         episode = self.episode
         assert episode is not None and self._held is not None
+        if self._resumed:  # the restarted daemon's first stalled verdict: its cause, no refinement
+            self._resumed = False
+            episode = replace(episode, cause=raw.cause, confidence=raw.confidence)
+            self.episode = episode
         if raw.cause != episode.cause and raw.confidence <= episode.confidence:
             return self._hold(raw, t)  # a weaker explanation never replaces the one given
         if raw.cause != episode.cause:
@@ -92,7 +112,7 @@ class EpisodeTracker:
     def _resolve(self, raw: Verdict, wall: float) -> Verdict:
         assert self.episode is not None
         self.ended.append(replace(self.episode, state="resolved", ended_at=wall))
-        self.episode, self._held = None, None
+        self.episode, self._held, self._resumed = None, None, False
         return replace(raw, episode=None)
 
     def _crashed(self, raw: Verdict, t: float, wall: float) -> Verdict:
@@ -106,7 +126,7 @@ class EpisodeTracker:
             cause = raw.cause or self.episode.cause
             self.episode = replace(self.episode, state="crashed", cause=cause, ended_at=wall)
         self.ended.append(self.episode)
-        self._held = None
+        self._held, self._resumed = None, False
         return replace(raw, episode=self.episode)
 
     def _since(self, raw: Verdict, t: float) -> float:

@@ -22,6 +22,8 @@ __all__ = [
     "compiler_cpu",
     "proc_samples",
     "motion_signature",
+    "thread_marks",
+    "wait_signature",
     "since_last_progress",
 ]
 
@@ -55,12 +57,17 @@ class StackMark:
     signature: str
     cpu_time_s: float | None = None
     t: float | None = None  # watch time the sample was taken: a change between two marks happened after the first
+    where: str = ""  # every thread's frames, idle ones too (`wait_signature`): how long a process shows one wait
+    threads: Mapping[str, tuple[str, bool]] = field(default_factory=dict)  # `thread_marks`: what moved, per thread
 
 
 @dataclass(frozen=True)
 class Snapshot:
     t: float  # seconds, any monotonic origin
     log_bytes: int = 0  # raw bytes read from the log so far: a new line or a tqdm `\r` update moves it
+    # lines read so far that were news (parse.repeats.LineNews: a new kind of line or a moved
+    # counter); when set, it decides "log" instead of the bytes: a wait repeated is no progress
+    log_news: int | None = None
     gpu_used_mib: Mapping[int, float] = field(default_factory=dict)  # GPU index -> used MiB
     procs: Mapping[str, ProcSample] = field(default_factory=dict)  # ProcSample.key -> sample
     compilers: Mapping[int, float] = field(default_factory=dict)  # pid of an alive compiler -> cpu time
@@ -72,7 +79,7 @@ def progress_signals(prev: Snapshot | None, cur: Snapshot, limits: Thresholds = 
     if prev is None:
         return ()
     signals: list[str] = []
-    if cur.log_bytes > prev.log_bytes:
+    if _log_moved(prev, cur):
         signals.append("log")
     if _gpu_moved(prev.gpu_used_mib, cur.gpu_used_mib, limits.gpu_memory_mib):
         signals.append("gpu_memory")
@@ -89,6 +96,12 @@ def since_last_progress(last_progress_t: float | None, started_t: float, now: fl
     return max(0.0, now - origin)
 
 
+def _log_moved(prev: Snapshot, cur: Snapshot) -> bool:
+    if cur.log_news is not None and prev.log_news is not None:
+        return cur.log_news > prev.log_news
+    return cur.log_bytes > prev.log_bytes
+
+
 def _gpu_moved(prev: Mapping[int, float], cur: Mapping[int, float], limit: float) -> bool:
     return any(index in prev and abs(used - prev[index]) > limit for index, used in cur.items())
 
@@ -102,7 +115,7 @@ def _proc_signals(prev: Mapping[str, ProcSample], cur: Mapping[str, ProcSample],
     signals: list[str] = []
     for key, now in cur.items():
         before = prev.get(key)
-        if before is None or not now.alive or now.role == "compiler":
+        if before is None or not now.alive or now.role in ("compiler", _HELPER):
             continue
         if _grew(before.rss_mib, now.rss_mib, limits.rss_mib, absolute=True):
             signals.append(f"rss:{key}")
@@ -124,11 +137,28 @@ def _stack_signals(prev: Mapping[str, StackMark], cur: Mapping[str, StackMark], 
     signals: list[str] = []
     for label, mark in cur.items():
         before = prev.get(label)
-        if before is None or mark.sample == before.sample or mark.signature == before.signature:
+        if before is None or mark.sample == before.sample:
+            continue
+        if not (_threads_moved(before.threads, mark.threads) if before.threads and mark.threads
+                else mark.signature != before.signature):
             continue
         if _grew(before.cpu_time_s, mark.cpu_time_s, cpu_limit):
             signals.append(f"stack:{label}")
     return signals
+
+
+def _threads_moved(before: Mapping[str, tuple[str, bool]], now: Mapping[str, tuple[str, bool]]) -> bool:
+    """A thread's frames changed while it was active in one of the two samples. A thread idle in
+    both (a watchdog that sleeps, wakes, runs a dump, sleeps: its frames change, it computes
+    nothing) does not count; nor does one whose frames stayed while py-spy's idle flag flipped."""
+    for key in before.keys() | now.keys():
+        a, b = before.get(key), now.get(key)
+        if a is None or b is None:
+            if (a or b or ("", False))[1]:
+                return True  # an active thread came or went
+        elif a[0] != b[0] and (a[1] or b[1]):
+            return True
+    return False
 
 
 # ---------------------------------------------------------------- building snapshot parts
@@ -141,8 +171,20 @@ def proc_samples(records: Iterable[ProcessRecord]) -> dict[str, ProcSample]:
         key = record.rank or f"pid:{record.pid}"
         if key in out and not record.alive:
             continue  # a dead earlier holder of a rank label never hides the live one
-        out[key] = ProcSample(key, record.role, record.cpu_time_s, record.rss_mib, record.io_read_bytes, record.alive)
+        role = _HELPER if _helper(record) else record.role
+        out[key] = ProcSample(key, role, record.cpu_time_s, record.rss_mib, record.io_read_bytes, record.alive)
     return out
+
+
+_HELPER = "helper"
+
+
+def _helper(record: ProcessRecord) -> bool:
+    """A process of the tree that is neither the engine's nor a rank to be (an untitled
+    multiprocessing child): a shell, a debugger the engine runs on itself (SGLang's soft watchdog
+    runs `py-spy dump --native` every few seconds). Its memory and reads are its own work, not
+    the start's."""
+    return record.role == "other" and "multiprocessing" not in (record.cmdline or "")
 
 
 def compiler_cpu(records: Iterable[ProcessRecord]) -> dict[int, float]:
@@ -156,3 +198,16 @@ def motion_signature(stack: ProcessStack) -> str:
         ";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads
     )
     return "|".join(threads)
+
+
+def thread_marks(stack: ProcessStack) -> dict[str, tuple[str, bool]]:
+    """Per thread: its frames and whether py-spy saw it active (unknown counts as active)."""
+    return {str(thread.thread_id if thread.thread_id is not None else f"{thread.name}#{index}"):
+            (";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames), thread.active is not False)
+            for index, thread in enumerate(stack.threads)}
+
+
+def wait_signature(stack: ProcessStack) -> str:
+    """Every thread's frames, idle ones too: the same wait seen again (the final blocker's for_s,
+    and a deadlock confirmed in two rounds) must not mistake one idle wait for another."""
+    return "|".join(sorted(";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads))

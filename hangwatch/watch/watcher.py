@@ -16,7 +16,6 @@ Each tick hands out one frozen `Observation` and the verdict: sinks read those, 
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Sequence
@@ -33,6 +32,7 @@ from hangwatch.model import (
     Missing,
     ProcessRecord,
     ProcessStack,
+    StallEpisode,
     State,
     Verdict,
 )
@@ -48,6 +48,7 @@ from hangwatch.watch.ladder import (
     native_targets,
     python_dump_due,
 )
+from hangwatch.watch.lognews import LogNews, file_age
 from hangwatch.watch.observation import (
     Observation,
     Progress,
@@ -79,6 +80,11 @@ class WatchConfig:
     nvml: Any = None  # a pynvml-like module (tests: RecordedNvml); None = the real one
     max_stack_targets: int = 64
     first_stacks_wait_s: float = 1.0
+    # First look: a watch that begins takes one reading of everything that can move (log, /proc
+    # counters, GPU memory, a stack round) and compares the first tick's with it this much later,
+    # so its first verdict already knows what moved (a late attach to a stuck server is `stalled`
+    # at once, a silent compile is not). Only on the real clock (`tick()` without `now`).
+    first_look_s: float = 1.0
     # Live, a rule that is not `immediate` decides "stalled" only after nothing has moved this
     # long, even without its own `for:`: at the first tick of a healthy start every rank is
     # "inside" some phase and its stack in some wait. A bundle (quiet time unknown) is unaffected.
@@ -117,6 +123,7 @@ class Watcher:
         self._stack_marks: dict[str, progress.StackMark] = {}
         self._wait_began: dict[str, float] = {}  # label -> t its current stack was first sampled
         self._steady: dict[str, int] = {}  # label -> samples in a row with the same stack
+        self._first_wait: set[str] = set()  # labels still in the wait their first sample showed
         self._last_progress_t: float | None = None
         self._signals: dict[str, float] = {}  # signal -> t last seen
         self._motion: list[Motion] = []  # this tick's real progress, for the episode
@@ -124,7 +131,8 @@ class Watcher:
         self._first_read_t: float | None = None
         # Attached to a server already stuck: how long its log had been silent before we came.
         # Used only while nothing at all moves under our eyes (see since_last_progress).
-        self._quiet_before_s = _log_age(self.sources.log_path, self.started_wall)
+        # Read lines are news (a new kind of line, a counter that moved) or repeats (lognews.py).
+        self._news = LogNews(file_age(self.sources.log_path, self.started_wall))
         self._log_grew = self._log_read_once = False
         self._compared = False
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="hangwatch-stacks")
@@ -146,7 +154,26 @@ class Watcher:
     def tick(self, now: float | None = None) -> tuple[Observation, Verdict]:
         """One round: read the sources, decide, publish; returns what it saw and the verdict."""
         with self._lock:
+            if now is None and self._snapshot is None and self.config.first_look_s > 0:
+                self._first_look()
             return self._tick(self._clock() if now is None else now)
+
+    def _first_look(self) -> None:
+        """The baseline reading (see WatchConfig.first_look_s): nothing in it counts as progress."""
+        t = self._clock() - self.started
+        self._read_log(t)
+        self._read_procs()
+        self._read_gpus(t)
+        self._schedule_stacks(t)
+        deadline = time.monotonic() + self.config.stack_timeout_s
+        while self._dumping is not None and not self._dumping.done() and time.monotonic() < deadline:
+            wait([self._dumping], timeout=0.25)
+            self._read_procs()  # a process that dies meanwhile is known by what it was (its title, rank)
+        self._collect_stacks(t)
+        self._track_progress(t)
+        left = self.config.first_look_s - (self._clock() - self.started - t)
+        if left > 0:
+            time.sleep(left)
 
     def _tick(self, now: float) -> tuple[Observation, Verdict]:
         t = now - self.started
@@ -170,11 +197,13 @@ class Watcher:
         data = self.sources.read_log()
         if not data:
             return
-        # the first read is the tail that was already there; any later one is growth
-        self._log_grew, self._log_read_once = self._log_grew or self._log_read_once, True
-        self._first_read_t = t if self._first_read_t is None else self._first_read_t
-        self._last_log_t = t
         lines = self.log.feed(data)
+        # the first read is the tail that was already there; a later one is growth when it is news
+        news = self._news.feed(lines, bytes_read=True)
+        if news or not self._log_read_once:
+            self._last_log_t = t
+        self._log_grew, self._log_read_once = self._log_grew or news > 0, True
+        self._first_read_t = t if self._first_read_t is None else self._first_read_t
         engine = self.sources.engine_for(self.log.lines)
         if engine is None:
             return
@@ -222,7 +251,8 @@ class Watcher:
         for stack, raw in dumps:
             stored = self.stacks.add(stack, raw, t)
             if not stack.native:
-                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t)
+                mark = progress.StackMark(stored.sample, progress.motion_signature(stored), cpu.get(stack.label), t,
+                                          progress.wait_signature(stored), progress.thread_marks(stored))
                 self._note_wait(stack.label, mark, t)
                 self._stack_marks[stack.label] = mark
         self.sources.set_stack_missing(missing, any_ok=bool(dumps))
@@ -230,15 +260,21 @@ class Watcher:
         self._stack_marks = {k: v for k, v in self._stack_marks.items() if k in kept}
         self._wait_began = {k: v for k, v in self._wait_began.items() if k in kept}
         self._steady = {k: v for k, v in self._steady.items() if k in kept}
+        self._first_wait &= kept
         self._last_native_t = {k: v for k, v in self._last_native_t.items() if k in kept}
 
     def _note_wait(self, label: str, mark: progress.StackMark, t: float) -> None:
         """How long each process has shown the same stack: the final blocker's `for_s`."""
         before = self._stack_marks.get(label)
-        if before is not None and before.signature == mark.signature:
+        if before is not None and before.where == mark.where:
             self._steady[label] = self._steady.get(label, 1) + 1
         else:
             self._wait_began[label], self._steady[label] = t, 1
+            # first seen in this wait: it may have waited since the last progress, before we came
+            if before is None:
+                self._first_wait.add(label)
+            else:
+                self._first_wait.discard(label)
 
     def _schedule_stacks(self, t: float) -> None:
         targets = stack_targets(self._procs, self.config.max_stack_targets)
@@ -294,6 +330,7 @@ class Watcher:
         snapshot = progress.Snapshot(
             t=t,
             log_bytes=self.sources.log_bytes_seen,
+            log_news=self._news.total,
             gpu_used_mib={g.index: g.memory_used_mib for g in latest_gpu.gpus if g.memory_used_mib is not None} if latest_gpu else {},
             procs=progress.proc_samples(self._procs),
             compilers=progress.compiler_cpu(self._procs),
@@ -312,12 +349,12 @@ class Watcher:
     def since_last_progress(self, t: float) -> float:
         if self._last_progress_t is None and self._compared:
             # nothing has moved since we came: the stall began when the log last moved, or earlier
-            return t + self._quiet_before_s
+            return t + self._news.quiet_before_s
         return progress.since_last_progress(self._last_progress_t, 0.0, t)
 
     def since_last_log(self, t: float) -> float:
         if not self._log_grew:
-            return t + self._quiet_before_s
+            return t + self._news.quiet_before_s
         return progress.since_last_progress(self._last_log_t, 0.0, t)
 
     # ---------------------------------------------------------------- observe, decide, publish
@@ -337,9 +374,16 @@ class Watcher:
             missing=self.sources.missing(), timings=dict(self.sources.latencies),
             log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.raw_tail(),
             transitions=tuple(_record(tr) for tr in self.transitions.items()),
-            wait_since={label: round(t - began, 2) for label, began in self._wait_began.items()},
+            wait_since=self._wait_since(t),
             endpoint=self.sources.endpoint, preflight=self.config.preflight,
         )  # fmt: skip
+
+    def _wait_since(self, t: float) -> dict[str, float]:
+        """How long each process has shown its stack; a wait seen since its first sample counts
+        from the last progress (attached to a stuck server: "for 89s", not the 9 s we watched)."""
+        quiet = self.since_last_progress(t)
+        return {label: round(max(t - began, quiet) if label in self._first_wait else t - began, 2)
+                for label, began in self._wait_began.items()}
 
     def _server_with_engine(self) -> ServerInfo:
         engine = self.sources.engine_name
@@ -460,6 +504,12 @@ class Watcher:
         """Seconds from now until the current phase outruns its learned budget; None without one."""
         return self._budget_left(self.observed_for())
 
+    def resume_episode(self, episode: StallEpisode) -> None:
+        """A stall episode an earlier watch of this server left open in the history (a daemon
+        restarted mid-stall): it stays stalled until progress this watch sees (episodes.py)."""
+        with self._lock:
+            self._decider.episodes.resume(episode, self.observed_for(), self._wall())
+
     def bundle_files(self) -> dict[str, bytes]:
         """A bundle of the latest observation (`collect`, GET /bundle)."""
         with self._lock:
@@ -553,13 +603,3 @@ def server_name(server: Any) -> str:
     host = getattr(server, "host", None) or "localhost"
     pid = getattr(server, "launcher_pid", None)
     return f"{engine} pid {pid} on {host}:{port}" if port else f"{engine} pid {pid}"
-
-
-def _log_age(path: str | None, wall_now: float) -> float:
-    """Seconds since the log file was last written; 0 when there is none (or it is newer)."""
-    if not path:
-        return 0.0
-    try:
-        return max(0.0, wall_now - os.stat(path).st_mtime)
-    except OSError:
-        return 0.0

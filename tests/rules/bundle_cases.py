@@ -1207,3 +1207,16 @@ case("peer-access-unavailable-then-failed", "quiet", "custom-allreduce-disabled"
      log="\n".join(["WARNING 11-29 23:01:00 [custom_all_reduce.py:88] Custom allreduce is disabled because your platform lacks GPU P2P capability or P2P test failed.",
                     "WARNING 11-29 23:01:00 peer access is not supported between GPU 0 and GPU 1",
                     "RuntimeError: CUDA error: out of memory"]))
+# Repeated waits (rules/waits.yaml): the same wait line again and again, nothing else new after it.
+STORE_WAIT = ("[2026-11-29 23:14:{s:02d} TP0] Waiting in store based barrier to initialize process group for rank: 0, "
+              "key: store_based_barrier_key:1 (world_size=2, num_workers_joined=1, timeout=0:30:00)")
+case("repeated-wait-on-store", "fires", "store-barrier-every-10s", meta=meta(tp=2, since_last_progress_s=62.0),
+     cmdline=SG2, log=sg_log("init_begin", extra=[STORE_WAIT.format(s=s) for s in (0, 10, 20, 30, 40, 50)]))
+case("repeated-wait-on-store", "quiet", "second-rank-joined", meta=meta(tp=2, since_last_progress_s=2.0),
+     cmdline=SG2, log=sg_log("init_begin", extra=[STORE_WAIT.format(s=s) for s in (0, 10, 20)]
+                             + ["[2026-11-29 23:14:25 TP0] Rank 0: Completed store-based barrier for key:store_based_barrier_key:1 with 2 nodes."]))
+LOCK_WAIT = "Lock 139822 not acquired on /root/.cache/flashinfer/0.4.1/90a/cached_ops/tmp/batch_prefill_with_kv_cache.lock, waiting 0.05 seconds ..."
+case("repeated-wait-on-lock", "fires", "filelock-never-acquired", meta=meta(tp=1, since_last_progress_s=45.0),
+     env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"), log=sg_log("capture_begin", tp=1, extra=[LOCK_WAIT] * 5), procs=procs(1))
+case("repeated-wait-on-lock", "quiet", "compiler-holds-it", meta=meta(tp=1, since_last_progress_s=45.0),
+     env=env(FLASHINFER_LOGGING_LEVEL="DEBUG"), log=sg_log("capture_begin", tp=1, extra=[LOCK_WAIT] * 5), procs=procs(1, compilers=1))

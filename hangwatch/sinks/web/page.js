@@ -278,6 +278,7 @@
       if (num(v.since_s) !== null && (v.state === "stalled" || v.state === "crashed")) bits.push("no progress for <b>" + fmtS(v.since_s) + "</b>");
       if (v.ranks && v.ranks.length) bits.push("rank" + (v.ranks.length > 1 ? "s" : "") + " <b class=\"mono\">" + esc(compactRanks(v.ranks)) + "</b>");
       if (v.eta && num(v.eta.ready_in_s) !== null && v.state !== "ready") bits.push("ready in about <b>" + fmtS(v.eta.ready_in_s) + "</b>");
+      else if (v.eta && num(v.eta.overdue_s) !== null && v.state !== "ready") bits.push("overdue by <b>" + fmtS(v.eta.overdue_s) + "</b>" + (num(v.eta.usual_s) !== null ? " (usually ready in " + fmtS(v.eta.usual_s) + ")" : ""));
     } else if (focus.error) bits.push(esc(focus.error));
     setHTML("subline", bits.join(" · "));
     document.title = (v ? v.state.toUpperCase() + (v.cause ? " " + v.cause : "") + " — " : "") + (data.title || "hangwatch");

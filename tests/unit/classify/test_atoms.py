@@ -32,7 +32,7 @@ LOG = Evidence(
 
 def test_every_atom_has_a_parser() -> None:
     assert ATOMS.keys() == ARGS.keys()
-    assert len(ATOMS) == 36  # 34 + host.* and preflight.finding (preflight)
+    assert len(ATOMS) == 37  # 34 + host.* and preflight.finding (preflight) + log.waits
 
 
 # ---------------------------------------------------------------- log

@@ -143,7 +143,8 @@ def test_startupz_is_503_until_ready_and_says_why(view):
     body = response.json()
     assert (body["ready"], body["state"], body["phase"], body["cause"]) == (False, "stalled", "dist_init", "nccl_peer_exited")
     view.publish(verdict=make_verdict(State.STARTING, None, eta=Eta(100.0, 6, 45.0)))
-    assert client.get("/startupz").json()["eta"] == {"ready_in_s": 100.0, "from_starts": 6, "budget_s": 45.0}
+    assert client.get("/startupz").json()["eta"] == {"ready_in_s": 100.0, "from_starts": 6, "budget_s": 45.0,
+                                                  "overdue_s": None, "usual_s": None}
     view.publish(verdict=make_verdict(State.READY, None))
     assert client.get("/startupz").status_code == 200
 

@@ -214,3 +214,19 @@ def test_a_rank_sampled_while_it_exits_keeps_its_title_through_every_later_sampl
     assert (window.rank, window.state, dead.rank, dead.alive) == ("TP1", "R", "TP1", False)
     renamed = ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker_TP0", role="worker", rank="TP0")
     assert keep_title(ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker", role="worker"), renamed) == renamed
+
+
+def test_read_bytes_are_the_process_own_not_its_reaped_children(tmp_path) -> None:
+    """/proc/PID/io adds the reads of reaped children (a `py-spy dump` the engine runs on itself);
+    the sum over its live threads does not."""
+    from hangwatch.sources.procs import read_io_bytes
+
+    (tmp_path / "7" / "task" / "7").mkdir(parents=True)
+    (tmp_path / "7" / "task" / "8").mkdir(parents=True)
+    (tmp_path / "7" / "io").write_text("rchar: 900000000\nread_bytes: 0\n")  # with its reaped children
+    (tmp_path / "7" / "task" / "7" / "io").write_text("rchar: 1000\nread_bytes: 4096\n")
+    (tmp_path / "7" / "task" / "8" / "io").write_text("rchar: 2000\nread_bytes: 0\n")
+    assert read_io_bytes(7, proc_root=str(tmp_path)) == 1000 + 4096 + 2000
+    (tmp_path / "9").mkdir()
+    (tmp_path / "9" / "io").write_text("rchar: 5\nread_bytes: 1\n")  # no task folder readable: the process file
+    assert read_io_bytes(9, proc_root=str(tmp_path)) == 6

@@ -52,3 +52,27 @@ def test_a_refined_cause_is_recorded_once(tmp_path: Path) -> None:
     assert not store.refine_episode("live-1", "nccl_init", 0.7, at=3.0)
     assert [(r.cause, r.confidence) for r in store.refinements()] == [("nccl_init", 0.7)]
     assert store.episodes()[0].cause == "nccl_init"
+
+
+def test_no_eta_once_late_or_stalled_only_how_late() -> None:
+    from hangwatch.model import Phase
+    from hangwatch.watch.budgets import Position
+
+    past = [PastStart(45.0, {"weight_load": 10.0, "kv_cache": 5.0})] * 6
+    on_time = eta(past, Position(Phase.WEIGHT_LOAD, 4.0), 20.0)
+    assert on_time is not None and on_time.ready_in_s is not None and on_time.overdue_s is None
+    late = eta(past, Position(Phase.WEIGHT_LOAD, 4.0), 125.0)
+    assert late is not None and late.ready_in_s is None and late.overdue_s == 80.0 and late.usual_s == 45.0
+    past_budget = eta(past, Position(Phase.WEIGHT_LOAD, 30.0), None)  # budget 2 x 10 + 5 = 25 s
+    assert past_budget is not None and past_budget.ready_in_s is None and past_budget.overdue_s == 20.0
+    stalled = eta(past, Position(Phase.WEIGHT_LOAD, 4.0), 20.0, stalled=True)
+    assert stalled is not None and stalled.ready_in_s is None and stalled.overdue_s is None
+
+
+def test_eta_text_says_overdue_not_a_promise() -> None:
+    from hangwatch.model import Eta
+    from hangwatch.sinks.report import eta_text
+
+    assert eta_text(Eta(None, 6, 25.0, overdue_s=80.0, usual_s=45.0)) == "overdue by 1m 20s; usually ready in 45s, from 6 starts"
+    assert eta_text(Eta(None, 6, 25.0, usual_s=45.0)) == "none while stalled; usually ready in 45s, from 6 starts"
+    assert eta_text(Eta(30.0, 6, 25.0, usual_s=45.0)) == "ready in ~30s, from 6 starts"

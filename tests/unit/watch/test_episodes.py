@@ -67,3 +67,36 @@ def test_ready_ends_it_and_a_crash_ends_it_as_crashed() -> None:
 def test_healthy_verdicts_carry_no_episode() -> None:
     tracker = _tracker()
     assert tracker.update(_v(State.STARTING), [Motion("log", 0)], t=1, wall=1).episode is None
+
+
+def _resumed(tracker: EpisodeTracker) -> None:
+    from hangwatch.model import StallEpisode
+
+    tracker.resume(StallEpisode("old", started_at=900.0, state="stalled", cause="weight_loading_io"), t=0.0, wall=1000.0)
+
+
+def test_a_resumed_episode_stays_stalled_on_a_first_look_that_says_progressing() -> None:
+    """A daemon restarted mid-stall (issue 26): its first verdicts know nothing moved yet."""
+    tracker = _tracker()
+    _resumed(tracker)
+    out = tracker.update(_v(State.PROGRESSING, "weight_loading_io", 0.62), [], t=1.0, wall=1001.0)
+    assert out.state is State.STALLED and out.episode.id == "old" and out.since_s == 101.0
+    assert not tracker.ended
+
+
+def test_a_resumed_episode_takes_the_first_stalled_cause_silently() -> None:
+    tracker = _tracker()
+    _resumed(tracker)
+    out = tracker.update(_v(State.STALLED, "nccl_init", 0.4), [], t=1.0, wall=1001.0)
+    assert out.cause == "nccl_init" and out.episode.id == "old" and out.episode.refined == ()
+    weaker = tracker.update(_v(State.STALLED, "unknown", 0.2), [], t=2.0, wall=1002.0)
+    assert weaker.cause == "nccl_init"
+
+
+def test_a_resumed_episode_ends_only_on_progress_seen_by_this_process() -> None:
+    tracker = _tracker()
+    _resumed(tracker)
+    still = tracker.update(_v(State.STARTING), [Motion("io:TP0", since_t=-5.0)], t=1.0, wall=1001.0)
+    assert still.state is State.STALLED
+    moved = tracker.update(_v(State.STARTING), [Motion("phase:kv_cache", since_t=2.0)], t=2.0, wall=1002.0)
+    assert moved.state is State.STARTING and tracker.ended[-1].id == "old" and tracker.ended[-1].state == "resolved"

@@ -212,3 +212,50 @@ def test_native_for_a_stalled_server_at_a_bounded_rate() -> None:
 def test_native_can_be_turned_off() -> None:
     latest = {"TP0": _stack("TP0", ("synchronize", "torch/cuda/__init__.py", 9))}
     assert native_targets(latest, {}, 100.0, stalled=True, config=LadderConfig(native=False)) == []
+
+
+def test_an_idle_helper_thread_that_wakes_is_no_motion() -> None:
+    """SGLang's soft watchdog thread sleeps, checks, runs a py-spy dump: its frames change while
+    the rank waits in the rendezvous (idle in both samples); a thread whose frames stay while
+    py-spy's idle flag flips is no motion either; an active thread that moved is."""
+    from hangwatch.model import Frame, ProcessStack, Source, ThreadStack
+    from hangwatch.watch.progress import StackMark, thread_marks
+
+    def frames(*names: str) -> tuple[Frame, ...]:
+        return tuple(Frame(function=n, qualname=n, file="x.py", line=1) for n in names)
+
+    def mark(sample: int, cpu: float, *threads: ThreadStack) -> StackMark:
+        stack = ProcessStack(label="TP0", pid=1, source=Source("stacks/TP0.json"), threads=threads)
+        return StackMark(sample, motion_signature(stack), cpu, float(sample), "", thread_marks(stack))
+
+    def moved(a: StackMark, b: StackMark) -> tuple[str, ...]:
+        return progress_signals(Snapshot(0.0, stacks={"TP0": a}), Snapshot(5.0, stacks={"TP0": b}))
+
+    waiting = ThreadStack("MainThread", 1, frames("TCPStore.__init__", "init_process_group"), active=False)
+    asleep = mark(1, 1.0, waiting, ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    dumping = mark(2, 1.5, waiting, ThreadStack("watchdog", 2, frames("run", "pyspy_dump"), active=False))
+    assert moved(asleep, dumping) == ()
+    flipped = mark(2, 1.5, ThreadStack("MainThread", 1, waiting.frames, active=True),
+                   ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    assert moved(asleep, flipped) == ()
+    computing = mark(2, 1.5, ThreadStack("MainThread", 1, frames("forward"), active=True),
+                     ThreadStack("watchdog", 2, frames("sleep", "_watchdog_once"), active=False))
+    assert moved(asleep, computing) == ("stack:TP0",)
+
+
+def test_a_helper_the_engine_runs_on_itself_is_no_progress() -> None:
+    """SGLang's soft watchdog runs `py-spy dump --native` on its own processes: the debugger's
+    memory and reads grow while the start waits; an untitled multiprocessing child (a rank to
+    be) still counts."""
+    from hangwatch.model import ProcessRecord
+
+    def rec(pid: int, cmdline: str, rss: float, io: int) -> ProcessRecord:
+        return ProcessRecord(pid=pid, ppid=1, cmdline=cmdline, role="other", rank=None, state="S", cpu_time_s=1.0,
+                             rss_mib=rss, io_read_bytes=io, alive=True)
+
+    spy, child = "py-spy dump --native --pid 5237", "python -c from multiprocessing.spawn import spawn_main"
+    before = Snapshot(0.0, procs=proc_samples([rec(10, spy, 10.0, 0), rec(11, child, 100.0, 0)]))
+    after = Snapshot(1.0, procs=proc_samples([rec(10, spy, 90.0, 50 << 20), rec(11, child, 100.0, 0)]))
+    assert progress_signals(before, after) == ()
+    grown = Snapshot(1.0, procs=proc_samples([rec(10, spy, 90.0, 50 << 20), rec(11, child, 200.0, 0)]))
+    assert progress_signals(before, grown) == ("rss:pid:11",)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -222,7 +223,8 @@ def test_a_phase_under_way_before_the_watch_is_stalled_with_its_cause_at_its_bud
 
 def test_eta_from_past_starts_and_a_ready_start_is_recorded() -> None:
     book = _Book([PastStart(60.0, {"weight_load": 10.0, "kv_cache": 5.0, "http_up": 5.0})] * 4)
-    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+    launcher = replace(proc(100, "launcher"), create_time=WALL0 - 5.0)  # launched 5 s ago: not yet late
+    src = RecordedSources(procs=[launcher, proc(101, "scheduler")])
     src.write(b"".join(LOG[:38]))
     watcher = _watcher(src, book=book)
     _, verdict = _tick(watcher, 0.0)
