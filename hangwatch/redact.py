@@ -49,6 +49,8 @@ __all__ = [
     "redacted",
     "redacted_verdict",
     "terminal_safe",
+    "terminal_text",
+    "TerminalWriter",
 ]  # fmt: skip
 
 REDACTED = "<redacted>"
@@ -397,6 +399,30 @@ def terminal_safe(text: str) -> str:
     if not _has_surrogates(text):
         return text
     return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def terminal_text(text: object) -> str:
+    """What any watched-side string becomes before a terminal shows it: without control sequences,
+    bidi overrides and invisible characters (so none can split a token), then redacted."""
+    return redact_text(terminal_safe(str(text)))
+
+
+class TerminalWriter:
+    """A text stream that passes every write through `terminal_text`: the one gate for plain
+    prints of watched-side text (preflight paths, fleet agents' strings)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        written: int = self._out.write(terminal_text(text))
+        return written
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def _has_surrogates(text: str) -> bool:

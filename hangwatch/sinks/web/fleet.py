@@ -22,7 +22,7 @@ from typing import Any
 
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
-from hangwatch.redact import redact_string
+from hangwatch.redact import redact_string, terminal_text
 from hangwatch.sinks.web import page_data
 
 __all__ = ["Fleet", "FleetError", "apart", "create_fleet_app", "node_name", "read_tokens", "summary_lines"]
@@ -257,7 +257,12 @@ def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
 
 
 def summary_lines(data: Mapping[str, Any]) -> list[str]:
-    """The fleet in a few lines for a terminal: which node stands apart, then each node."""
+    """The fleet in a few lines for a terminal: which node stands apart, then each node. Every
+    string came from an agent (a hostile one too): each line goes through `terminal_text`."""
+    return [terminal_text(line) for line in _summary_lines(data)]
+
+
+def _summary_lines(data: Mapping[str, Any]) -> list[str]:
     fleet = data.get("fleet") or {}
     names = fleet.get("apart") or []
     lines = [f"node {', '.join(names)} stands apart: {fleet.get('why')}" if names else str(fleet.get("why"))]
