@@ -51,8 +51,14 @@ def fleet(
     watcher.start()
     print(f"hangwatch fleet: {len(urls)} nodes; open {handle.url}/", file=sys.stderr)
     stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # asked twice: whatever still winds down, the process ends now
+            os._exit(128 + signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     last: str | None = None
     try:
         while not stop.wait(interval):
