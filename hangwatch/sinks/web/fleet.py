@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from hangwatch.bundle.archive import read_user_file
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
 from hangwatch.redact import redact_string, terminal_text
@@ -46,7 +47,8 @@ def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]
     if path is None:
         return tokens
     try:
-        lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        text = read_user_file(path, 1 << 20).decode("utf-8", "replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     except OSError as exc:
         raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
     if len(lines) == 1 and " " not in lines[0]:
