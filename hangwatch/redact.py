@@ -177,8 +177,11 @@ _TOKEN_SHAPES = re.compile(
     r"|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
     r"|ya29\.[A-Za-z0-9_-]{20,}|1//0[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}"
     r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
-    r"|hv[sbr]\.[A-Za-z0-9_-]{20,}|dop_v1_[a-f0-9]{32,}|r8_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{20,}|r8_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
     r"|api_org_[A-Za-z0-9]{20,}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{20,}|LTAI[A-Za-z0-9]{12,}"
+    r"|dapi[a-f0-9]{32}|pplx-[A-Za-z0-9]{32,}|lin_api_[A-Za-z0-9]{32,}|ntn_[A-Za-z0-9]{32,}|ATATT3[A-Za-z0-9_=-]{32,}"
+    r"|do[por]_v1_[a-f0-9]{32,}|SK[0-9a-fA-F]{32}|\d{8,10}:AA[A-Za-z0-9_-]{33}"
+    r"|[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{0,2000}"
     r")(?![A-Za-z0-9_])"
 )

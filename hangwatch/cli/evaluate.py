@@ -87,9 +87,11 @@ def evidence_tier(evidence: Evidence) -> str:
 
 
 def _expected(case: Path) -> dict[str, Any]:
+    from hangwatch.bundle.archive import read_user_file
+
     try:
-        data = json.loads((case / "expected.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_user_file(case / "expected.json", 1 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
         raise HangwatchError(f"{case / 'expected.json'}: {exc}") from exc
     return data if isinstance(data, dict) else {}
 

@@ -234,7 +234,9 @@ def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
 def _recovered(opened: tuple[Any, str | None]) -> Any:
     store, notice = opened
     if notice:
-        print(f"hangwatch: warning: {notice}", file=sys.stderr)
+        from hangwatch.redact import terminal_text
+
+        print(f"hangwatch: warning: {terminal_text(notice)}", file=sys.stderr)
     return store
 
 

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -150,6 +151,21 @@ class HistoryError(HangwatchError):
     help_text = "--history takes a writable SQLite file path (its folder must exist); omit it to keep no history."
 
 
+def _regular_or_absent(path: str) -> None:
+    """A history is a regular file (or not there yet): SQLite would block for ever reading a FIFO,
+    and a device is nobody's history to move aside."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise HistoryError(f"cannot use the history file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise HistoryError(f"cannot use the history file {path}: not a regular file")
+
+
 class DamagedHistory(HistoryError):
     """The file is there and is (or was) a database, but it cannot be trusted: corrupt pages,
     missing tables or columns. `HistoryStore.open_or_recover` moves it aside."""
@@ -163,6 +179,7 @@ class HistoryStore:
         self._clock = clock
         # One connection behind a lock: writes are rare (transitions, alerts) and reads are small.
         self._lock = threading.Lock()
+        _regular_or_absent(self.path)
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -199,6 +216,7 @@ class HistoryStore:
             aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
             for suffix in ("", "-wal", "-shm"):
                 with contextlib.suppress(FileNotFoundError):
+                    _regular_or_absent(f"{path}{suffix}")  # never move a device or a FIFO
                     os.replace(f"{path}{suffix}", f"{aside}{suffix}")
             return cls(path), f"{exc}: moved to {aside}, starting a fresh history"
 

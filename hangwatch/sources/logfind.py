@@ -113,10 +113,13 @@ def _credentials(pid: int, proc_root: str) -> LogGuard:
 
 
 def _uid(pid: int, proc_root: str) -> int | None:
-    try:
-        return os.stat(f"{proc_root}/{pid}").st_uid
-    except OSError:
-        return None
+    """The effective uid from /proc/PID/status (the /proc/PID folder's owner is root for a
+    non-dumpable process, whoever runs it)."""
+    for line in _read(f"{proc_root}/{pid}/status").splitlines():
+        if line.startswith("Uid:"):
+            fields = line.split()
+            return int(fields[2]) if len(fields) > 2 and fields[2].isdigit() else None
+    return None
 
 
 # ---------------------------------------------------------------- one fd

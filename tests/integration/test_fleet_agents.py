@@ -199,3 +199,13 @@ def test_the_fleet_page_checks_host_and_needs_a_token_for_token_protected_agents
         assert fine.requests[-1]["Authorization"] == "Bearer agentTOKEN"
     finally:
         handle.stop()
+
+
+def test_credentials_in_an_agents_url_are_never_shown(agents: list[Agent]) -> None:
+    fine = make(agents, good)
+    url = fine.url.replace("http://", "http://admin:urlPWsecret@")
+    data = Fleet([url], {}).poll_once()
+    assert "urlPWsecret" not in json.dumps(data)
+    from hangwatch.sinks.web.fleet import summary_lines
+
+    assert "urlPWsecret" not in "\n".join(summary_lines(data))

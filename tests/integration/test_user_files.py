@@ -100,3 +100,15 @@ def test_a_damaged_history_is_moved_aside_and_the_page_works(tmp_path: Path, how
     err = (tmp_path / "attach.err").read_text()
     assert "is damaged" in err and "moved to" in err and "starting a fresh history" in err, err
     assert list(tmp_path.glob("h.db.damaged-*"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_history_that_is_no_regular_file_is_one_error_and_never_moved(tmp_path: Path, kind: str) -> None:
+    from hangwatch.sinks.store import HistoryError
+
+    path = hostile_files(tmp_path)[kind]
+    before = os.stat(path)
+    with pytest.raises(HistoryError, match="not a regular file"):
+        HistoryStore.open_or_recover(path)
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mode) == (before.st_ino, before.st_mode)  # /dev/zero is still /dev/zero

@@ -38,7 +38,7 @@ class FleetError(HangwatchError):
 def node_name(url: str) -> str:
     """host:port: nodes of one machine (a lab) share a hostname, never a port."""
     parts = urllib.parse.urlsplit(url)
-    return parts.netloc or url
+    return parts.netloc.rpartition("@")[2] or redact_string(url)  # never a user:password given in the URL
 
 
 def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]:
@@ -100,7 +100,7 @@ def fetch_node(url: str, token: str | None, timeout: float = 3.0) -> dict[str, A
     except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError, RecursionError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
         return _down(name, url, redact_string(str(reason))[:300])
-    node.update(name=name, url=url, error=None)
+    node.update(name=name, url=redact_string(url), error=None)
     return node
 
 
@@ -151,7 +151,7 @@ def _node_shape(body: Any) -> dict[str, Any]:
 
 
 def _down(name: str, url: str, error: str) -> dict[str, Any]:
-    return {"name": name, "url": url, "error": error, "verdict": None, "timeline": None, "stacks": None,
+    return {"name": name, "url": redact_string(url), "error": error, "verdict": None, "timeline": None, "stacks": None,
             "gpus": None, "history": None, "preflight": None}
 
 
