@@ -154,8 +154,9 @@ _VALUE = r"(?:'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^\s'\"]+)"
 _FLAG = re.compile(rf"(?<![\w-])(?P<flag>--?[A-Za-z][\w.-]{{0,80}})(?P<sep>=|[ \t]+)(?P<value>(?!-){_VALUE})(?P<more>(?:[ \t]+(?!-){_VALUE}){{0,16}})")
 # flags whose value is `user:password` (curl -u, --proxy-user, wget --user) or a password (mysql -p)
 _USER_FLAGS = frozenset({"-u", "--user", "--proxy-user", "-U", "--http-user", "--ftp-user"})
-_PASSWORD_FLAGS = frozenset({"-p", "-P", "--pass"})
+_PASSWORD_FLAGS = frozenset({"-p", "--pass"})
 _NOT_A_PASSWORD = re.compile(r"[\d:]+|[/.~].*")  # `-p 8080`, `-p 8080:80`, `mkdir -p /x`
+_UID_GID = re.compile(r"\d+:\d+")  # `docker run -u 1000:1000`: ids, not a user and password
 # `name=value`, `name = value`, `'name': value`, `"name": "value"`, `NAME: value` (YAML), `name=['v']` (vLLM's
 # `non-default args: {...}` dict repr). The name must be secret; the callback leaves others untouched, and
 # the name pattern cannot swallow a call (`server_args=ServerArgs(api_key='x')` is two assignments).
@@ -213,7 +214,8 @@ def _flag(m: re.Match[str]) -> str:
     flag, value, more = m["flag"], m["value"], m["more"] or ""
     if flag in _USER_FLAGS:
         user, colon, password = value.strip("'\"").partition(":")
-        masked = f"{user}:{REDACTED}" if colon and password and password != REDACTED else value
+        plain = colon and password and (password == REDACTED or _UID_GID.fullmatch(value.strip("'\"")))
+        masked = f"{user}:{REDACTED}" if colon and password and not plain else value
         return f"{flag}{m['sep']}{masked}{_more(more, False)}"
     if flag in _PASSWORD_FLAGS and not _NOT_A_PASSWORD.fullmatch(value.strip("'\"")):
         return f"{flag}{m['sep']}{REDACTED}{_more(more, False)}"
@@ -301,7 +303,7 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
             continue
         if state == "user":
             user, colon, password = arg.partition(":")
-            out.append(f"{user}:{REDACTED}" if colon and password else redact_text(arg))
+            out.append(f"{user}:{REDACTED}" if colon and password and not _UID_GID.fullmatch(arg) else redact_text(arg))
             state = ""
             continue
         if state == "password":

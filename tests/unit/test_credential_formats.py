@@ -66,7 +66,7 @@ def test_every_value_of_a_secret_flag_in_an_argv() -> None:
 KEEP = [
     "docker run -p 8080:80 img", "mkdir -p /tmp/x", "ssh -p 22 host", "--tp 2 --pp 1 --port 30000",
     "max_prefill_tokens=16384 tokenizer_mode=auto", "[TP0] Load weight end. type=Qwen2ForCausalLM, avail mem=70.12 GB",
-    "curl -u alice https://x", "NCCL INFO Channel 00/24 : 0 1 via P2P/IPC, stack_signature=abc",
+    "curl -u alice https://x", "docker run -u 1000:1000 img", "python -P -m sglang.launch_server --tp 2", "NCCL INFO Channel 00/24 : 0 1 via P2P/IPC, stack_signature=abc",
     "sk-learn version 1.5", "hf_transfer is enabled",
 ]
 
