@@ -22,6 +22,7 @@ quantifiers, bounded repeats): redaction runs on logs of megabytes inside the wa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shlex
@@ -227,10 +228,8 @@ def _flag(m: re.Match[str]) -> str:
 def _more(more: str, secret: bool) -> str:
     """The words after a flag's first value: a secret flag's further values that look like keys are
     masked (`--api-key K1 K2`); prose after a flag is kept. Others go through the flag pattern again."""
-    if not more:
-        return ""
-    if not secret:
-        return _FLAG.sub(_flag, more)
+    if not more or not secret:
+        return more  # no word of `more` starts with "-": none is a flag
     return re.sub(r"[^\s]+", lambda w: REDACTED if _looks_random(w[0].strip("'\"")) or _TOKEN_SHAPES.fullmatch(w[0]) else w[0], more)
 
 
@@ -268,6 +267,7 @@ def _looks_random(value: str) -> bool:
     return len(value) >= 8 and (any(c.isdigit() for c in value) or (value.lower() != value and value.upper() != value))
 
 
+@functools.lru_cache(maxsize=4096)
 def redact_cmdline(cmdline: str) -> str:
     """`--api-key sk-1 sk-2 --tp 2` -> `--api-key <redacted> <redacted> --tp 2`; URLs lose their
     credentials. A command line that splits as a shell's words is redacted as an argv (every value
