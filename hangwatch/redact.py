@@ -267,8 +267,14 @@ def _looks_random(value: str) -> bool:
     return len(value) >= 8 and (any(c.isdigit() for c in value) or (value.lower() != value and value.upper() != value))
 
 
-@functools.lru_cache(maxsize=4096)
 def redact_cmdline(cmdline: str) -> str:
+    """`--api-key sk-1 sk-2 --tp 2` -> `--api-key <redacted> <redacted> --tp 2` (see _redact_cmdline).
+    Every sample redacts every process's command line again: the same lines come from a cache,
+    bounded in entries and in the size of what it keeps (a JIT's compiler lines are long and many)."""
+    return _cached_cmdline(cmdline) if len(cmdline) <= 8192 else _redact_cmdline(cmdline)
+
+
+def _redact_cmdline(cmdline: str) -> str:
     """`--api-key sk-1 sk-2 --tp 2` -> `--api-key <redacted> <redacted> --tp 2`; URLs lose their
     credentials. A command line that splits as a shell's words is redacted as an argv (every value
     of a secret flag, up to the next flag); any other text as text."""
@@ -281,6 +287,9 @@ def redact_cmdline(cmdline: str) -> str:
     if redacted_words == words:
         return text
     return " ".join(_quoted(word) for word in redacted_words)
+
+
+_cached_cmdline = functools.lru_cache(maxsize=512)(_redact_cmdline)
 
 
 def _quoted(word: str) -> str:
