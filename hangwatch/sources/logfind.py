@@ -188,15 +188,21 @@ def _behind_pipe(link: str, writer: int, proc_root: str, roots: RuntimeRoots, tr
 def _follow_reader(reader: int, writer: int, proc_root: str, roots: RuntimeRoots, tried: list[str], hops: int) -> LogLocation | None:
     comm = _read(f"{proc_root}/{reader}/comm").strip()
     runtime = runtime_binary(reader, proc_root=proc_root)
-    if runtime is not None and _uid(reader, proc_root) == 0:
+    reader_uid, writer_uid = _uid(reader, proc_root), _uid(writer, proc_root)
+    if runtime is not None and reader_uid == 0:
         return _from_runtime(reader, runtime, writer, proc_root, roots, tried)
+    if runtime == "conmon" and reader_uid is not None and reader_uid == writer_uid:
+        # rootless podman: the real conmon, run by the server's own user; what it names is read only
+        # as that user could read it (the guard find_log adds), never as a runtime's root-owned log
+        own = _conmon_log(_argv(reader, proc_root), None, f"conmon (pid {reader}, the server's user)", None, tried)
+        if own is not None:
+            return own
     if comm.startswith(_SHIMS) or runtime is not None:
         # named like a runtime (or a real runtime's binary started by a user, with the user's
         # arguments): nothing it names is believed; the container's cgroup may still say
         tried.append(f"the pipe's reader {comm} (pid {reader}) is not a container runtime run by root "
                      "(its executable is no root-owned runtime binary, or it runs as a user): its log path is not trusted")
         return _from_cgroup(writer, proc_root, roots, tried)
-    reader_uid, writer_uid = _uid(reader, proc_root), _uid(writer, proc_root)
     if reader_uid is None or reader_uid != writer_uid:
         tried.append(f"the pipe's reader {comm} (pid {reader}) runs as uid {reader_uid}, not as the server's "
                      f"uid {writer_uid}: a pipe inherited from someone else, not followed")
@@ -317,17 +323,20 @@ def _from_runtime(shim: int, runtime: str, writer: int, proc_root: str, roots: R
     return found
 
 
-def _conmon_log(argv: list[str], cid: str, via: str, roots: RuntimeRoots, tried: list[str]) -> LogLocation | None:
-    """conmon's `-l/--log-path [DRIVER:]PATH` (k8s-file: the CRI format; CRI-O and podman), when
-    the path lies under a runtime's log root (CRI pods, podman's storage)."""
+def _conmon_log(argv: list[str], cid: str | None, via: str, roots: RuntimeRoots | None, tried: list[str]) -> LogLocation | None:
+    """conmon's `-l/--log-path [DRIVER:]PATH` (k8s-file: the CRI format; CRI-O and podman). A root
+    conmon's path must lie under a runtime's log root (CRI pods, podman's storage); `roots` None is
+    the server's own user's conmon, whose path is guarded as that user's."""
     for value in _args(argv, "-l", "--log-path"):
         known = value.startswith(("k8s-file:", "journald:", "passthrough:", "none:"))
         driver, path = value.split(":", 1) if known else ("k8s-file", value)
-        if driver == "k8s-file" and path:
+        if driver == "k8s-file" and path.startswith("/"):
+            if roots is None:
+                return LogLocation(path, "cri", via)
             if _under(path, (roots.pods, roots.podman)):
                 return LogLocation(path, "cri", via, guard=LogGuard(-1, runtime=True))
             tried.append(f"{via} logs to {path}, outside {roots.pods} and {roots.podman}: not trusted")
-        if driver == "journald":
+        if driver == "journald" and cid is not None:
             return LogLocation(None, "journald", via, (f"CONTAINER_ID_FULL={cid}",))
     return None
 

@@ -114,14 +114,15 @@ class ProcessSampler:
         """A rank's short-lived children are not ranks. A process forked without exec (a helper, a
         compile worker, `subprocess` before its exec) carries its parent's title, so by its command
         line it is that very rank; when it exits it would be a "dead" rank (dead_rank 0.9) while the
-        rank lives on. Whoever has a parent of the same role and rank is the parent's helper: role
-        "other", no rank, and it stays so for its life (by pid and start time)."""
+        rank lives on. Whoever has a parent of the same role (a rank's role: not a launcher) is the
+        parent's helper: role "other", no rank, and it stays so for its life (by pid and start time)."""
         by_pid = {seen.record.pid: seen.record for seen in current.values()}
         for key, seen in current.items():
             record = seen.record
             parent = by_pid.get(record.ppid) if record.ppid is not None else None
-            forked = parent is not None and record.role not in ("other", "compiler") and \
-                (parent.role, parent.rank) == (record.role, record.rank)
+            # by role alone: a helper first seen exiting shows only its comm (`[sglang::schedul]`),
+            # which names the role but no longer the rank; no engine starts a rank from a rank
+            forked = parent is not None and record.role not in ("other", "compiler", "launcher") and parent.role == record.role
             if forked:
                 self._forks.add(key)
             if key in self._forks and record.role != "other":

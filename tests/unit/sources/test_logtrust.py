@@ -218,3 +218,42 @@ def test_a_file_the_servers_user_cannot_read_is_not_read(spawner: Spawner, tmp_p
     # WHEN it is opened, THEN refused: root never reads for the API what the server's user could not
     with pytest.raises(SourceUnavailable, match=r"the server's user \(uid 65534\) could not read it"):
         open_log(found).read_new()
+
+
+NOBODY = "setpriv --reuid=65534 --regid=65534 --clear-groups"
+
+
+def start_as_nobody(spawner: Spawner, tmp_path: Path, reader: str) -> int:
+    """A server run by nobody, `2>&1 | READER`; its pid once it runs as nobody."""
+    pidfile = tmp_path / "pid"
+    pidfile.unlink(missing_ok=True)
+    server = "echo 'Load weight begin.' >&2; exec sleep 120"
+    writer = f"sh -c {shlex.quote(f'echo $$ > {pidfile}; exec {NOBODY} sh -c {shlex.quote(server)}')}"
+    spawner.start(["sh", "-c", f"{writer} 2>&1 {reader}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
+    wait_until(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "sleep")
+    return pid
+
+
+def test_the_servers_own_conmon_is_read_as_that_user_only(spawner: Spawner, tmp_path: Path, sleeper: Path,
+                                                           secret_file: Path) -> None:
+    # GIVEN rootless podman's shape: the real conmon binary, run by the server's user (nobody)
+    os.chmod(tmp_path, 0o755)
+    own = tmp_path / "home" / "ctr.log"
+    own.parent.mkdir()
+    own.write_text("2026-12-01T22:00:00.000000000+00:00 stderr F Load weight begin.\n")
+    os.chown(own, 65534, 65534)
+    own.chmod(0o600)
+    pid = start_as_nobody(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {'ab' * 32} -l k8s-file:{own}")
+                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"))
+    found = find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none"), podman=str(tmp_path / "none")))
+    # THEN its log is read, as the user's own (not as a runtime's root-owned log)
+    assert found.path == str(own) and found.guard is not None and (found.guard.uid, found.guard.runtime) == (65534, False)
+    reader = open_log(found)
+    assert reader.read_new() == b"Load weight begin.\n"
+    reader.close()
+    # and the same conmon naming a root-only file gets nothing from it
+    pid = start_as_nobody(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {'ab' * 32} -l {secret_file}")
+                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"))
+    why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), podman=str(tmp_path / "none")))
+    assert "could not read it" in why
