@@ -36,7 +36,7 @@ _MAX_READ = 256 * 2**10  # bytes per call: the watch loop reads a flood in steps
 _MAX_PENDING = 1 * 2**20  # a "line" without "\n" this long is returned anyway (a stuck tqdm bar)
 _HEAD = 1024  # bytes of the file's start kept as its fingerprint (truncated and regrown within a tick)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
-_FD_LINK = re.compile(r"/\d+/fd/\d+$")  # /proc/PID/fd/N (any proc root): the kernel's own link
+_FD_LINK = re.compile(r"(?:^|/)proc/\d+/fd/\d+$")  # /proc/PID/fd/N (or /host/proc/…): the kernel's own link
 
 
 class LogTail:
