@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -46,6 +47,13 @@ def fleet(
         return
     from hangwatch.sinks.api import serve_in_thread
 
+    if token is None and watcher.holds_tokens:
+        # the page would hold token-protected agents' data: it needs a token too. One token for every
+        # agent is one the user already holds; several, and the page gets its own, said once here.
+        distinct = {t for t in tokens.values() if t}
+        token = distinct.pop() if len(distinct) == 1 else secrets.token_urlsafe(24)
+        said = "the agents' token" if len(set(tokens.values()) - {None}) == 1 else f"this token: {token}"
+        print(f"hangwatch fleet: the agents need a token, so the page does too; open it with {said}", file=sys.stderr)
     app = create_fleet_app(watcher, token=token)
     handle = serve_in_thread(app, host, port, token=token, insecure=insecure)
     watcher.start()

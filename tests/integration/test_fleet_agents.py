@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from hangwatch.sinks.web.fleet import MAX_ANSWER, Fleet, create_fleet_app, fetch_node
+from hangwatch.sinks.web.fleet import MAX_ANSWER, Fleet, FleetError, create_fleet_app, fetch_node
 from helpers.livetools import HANGWATCH, free_port
 
 GOOD = {"nodes": [{"verdict": {"state": "progressing", "cause": None, "ranks": [], "phases": {"TP0": "weights"}},
@@ -183,12 +183,30 @@ def test_the_fleet_page_checks_host_and_needs_a_token_for_token_protected_agents
         assert httpx.get(f"{base}/snapshot", headers={"Host": f"evil.example:{handle.port}"}, timeout=10).status_code == 421
     finally:
         handle.stop()
-    # agents behind a token: the page refuses to run without one of its own (the CLI says so in one line)
+    # agents behind a token: the page is never served without one (the app refuses; the CLI uses the
+    # agents' one token, which the user holds, and needs it on /snapshot)
+    with pytest.raises(FleetError, match="fleet page needs one too"):
+        create_fleet_app(Fleet([fine.url], {fine.url: "agentTOKEN"}))
     token_file = tmp_path / "tokens"
     token_file.write_text("agentTOKEN\n")
-    run = subprocess.run([*HANGWATCH, "fleet", fine.url, "--token-file", str(token_file), "--port", str(free_port())],
-                         capture_output=True, timeout=60, check=False)
-    assert run.returncode == 2 and b"fleet page needs one too" in run.stderr, run.stderr
+    port = free_port()
+    proc = subprocess.Popen([*HANGWATCH, "fleet", fine.url, "--token-file", str(token_file), "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        base = f"http://127.0.0.1:{port}"
+        assert httpx.get(f"{base}/snapshot", timeout=10).status_code == 401
+        assert httpx.get(f"{base}/snapshot", headers={"Authorization": "Bearer agentTOKEN"}, timeout=10).status_code == 200
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=15)
+    assert proc.stderr is not None and b"the page does too" in proc.stderr.read()
     # with one: its data needs it
     handle = serve_in_thread(create_fleet_app(Fleet([fine.url], {fine.url: "agentTOKEN"}), token="pageTOKEN"), "127.0.0.1", 0)
     try:
