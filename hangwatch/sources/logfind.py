@@ -209,7 +209,9 @@ def _follow_reader(reader: int, writer: int, proc_root: str, roots: RuntimeRoots
         return None
     files, pipes = _written(reader, proc_root)
     cwd = _readlink(f"{proc_root}/{reader}/cwd")
-    args = [os.path.normpath(os.path.join(cwd, a)) for a in _argv(reader, proc_root)[1:]]
+    # as written and with links resolved: the fd link names the real file (`logs/` may be a link)
+    joined = [os.path.join(cwd, a) for a in _argv(reader, proc_root)[1:]]
+    args = [os.path.normpath(a) for a in joined] + [os.path.realpath(a) for a in joined]
     found = _likely_log(files, args, copier=comm in _COPIERS)
     if found is not None:
         path, fd_path, held = found

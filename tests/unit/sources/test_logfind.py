@@ -193,3 +193,12 @@ def test_a_reader_that_is_no_copier_is_not_taken_for_the_log(spawner: Spawner, t
     pid = start_behind(spawner, tmp_path, f"2>&1 | {shlex.quote(sys.executable)} -c {shlex.quote(reader)} > other.txt")
     with pytest.raises(SourceUnavailable, match="nor is it a copier"):
         find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none")))
+
+
+def test_tee_writing_through_a_linked_folder(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN `| tee -a logs/server.log` where logs/ is a link (a worktree's lab/.work): the fd names the real file
+    (tmp_path / "real").mkdir()
+    (tmp_path / "logs").symlink_to(tmp_path / "real")
+    pid = start_behind(spawner, tmp_path, f"2>&1 | tee -a {tmp_path / 'logs' / 'server.log'} > /dev/null")
+    found = find_log(pid)
+    assert found.path == str(tmp_path / "real" / "server.log") and "tee" in found.via
