@@ -116,7 +116,8 @@ def redact_value(name: str, value: str) -> str:
 
 # ---------------------------------------------------------------- URLs
 
-_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code"})
+_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code",
+                            "x-goog-signature", "x-goog-credential", "googleaccessid", "ossaccesskeyid", "x-oss-signature"})
 _URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+")  # lookbehind: linear on long lines
 _USERINFO = re.compile(r"(://)[^/@\s]*@")
 _BARE_USERINFO = re.compile(r"^[^\s/@]+@(?=[\w.\-\[\]:]+/?$)")  # `user:pw@proxy:3128`, no scheme
