@@ -12,11 +12,12 @@ import pytest
 
 from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.bundle.read import evidence_from_files
+from hangwatch.classify import classify
 from hangwatch.classify.loader import load_rules
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.ruletest import check_rule
 from hangwatch.redact import redact_argv, redact_cmdline, redact_files, redact_obj, redact_text, terminal_safe
-from helpers.paths import DATA, RULE_BUNDLES
+from helpers.paths import DATA, DEV_CORPUS, RULE_BUNDLES
 
 FORMATS = DATA / "credentials" / "formats.tsv"
 
@@ -89,3 +90,16 @@ def test_redaction_keeps_what_every_rule_needs(rule: Rule) -> None:
     results = check_rule(rule, RULE_BUNDLES, _redacted_evidence)
     failed = [f"{r.status} {r.kind or ''} {r.bundle or ''}: {r.detail}" for r in results if r.failed]
     assert not failed, "\n".join(failed)
+
+
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason="no dev corpus (HANGWATCH_CORPUS)")
+def test_redaction_keeps_every_dev_corpus_verdict() -> None:
+    # the real reports of the dev corpus: the same verdict (state, cause, rule) read as they are and redacted
+    differ = []
+    for case in sorted(p for p in DEV_CORPUS.iterdir() if p.is_dir()):
+        files = read_bundle_files(case)
+        plain = classify(evidence_from_files(files), SHIPPED)
+        masked = classify(evidence_from_files(redact_files(files)), SHIPPED)
+        if (plain.state, plain.cause, plain.rule) != (masked.state, masked.cause, masked.rule):
+            differ.append((case.name, plain.cause, masked.cause))
+    assert not differ, differ
