@@ -258,6 +258,7 @@ class Fleet:
         self._data: dict[str, Any] | None = None
         self._latest: dict[str, dict[str, Any]] = {}
         self._inflight: dict[str, threading.Thread] = {}
+        self._submit = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -269,14 +270,17 @@ class Fleet:
     def poll_once(self) -> dict[str, Any]:
         """Ask every node not still busy with the last request, wait for them up to `timeout`, publish."""
         deadline = time.monotonic() + self.timeout + 0.5
-        for url in self.urls:
-            if url not in self._inflight or not self._inflight[url].is_alive():
-                thread = threading.Thread(target=self._fetch, args=(url,), name="hangwatch-fleet-node", daemon=True)
-                self._inflight[url] = thread
-                thread.start()
-        for thread in list(self._inflight.values()):
+        with self._submit:  # the poll thread and a first page request may poll at once
+            for url in self.urls:
+                if url not in self._inflight or not self._inflight[url].is_alive():
+                    thread = threading.Thread(target=self._fetch, args=(url,), name="hangwatch-fleet-node", daemon=True)
+                    self._inflight[url] = thread
+                    thread.start()
+            waiting = list(self._inflight.values())
+        for thread in waiting:
             thread.join(max(0.0, deadline - time.monotonic()))
-        late = {url for url, thread in self._inflight.items() if thread.is_alive()}
+        with self._submit:
+            late = {url for url, thread in self._inflight.items() if thread.is_alive()}
         with self._lock:
             nodes = [_down(node_name(url), url, f"no answer within {self.timeout:g} s") if url in late or url not in self._latest
                      else self._latest[url] for url in self.urls]
