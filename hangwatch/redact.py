@@ -22,8 +22,10 @@ quantifiers, bounded repeats): redaction runs on logs of megabytes inside the wa
 
 from __future__ import annotations
 
+import functools
 import json
 import re
+import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -48,6 +50,8 @@ __all__ = [
     "redacted",
     "redacted_verdict",
     "terminal_safe",
+    "terminal_text",
+    "TerminalWriter",
 ]  # fmt: skip
 
 REDACTED = "<redacted>"
@@ -66,10 +70,13 @@ _PROXY_NAMES = frozenset({"http_proxy", "https_proxy", "no_proxy", "all_proxy"})
 
 # A name is split into words (`HF_TOKEN`, `hf-token`, `apiKey`, `x.secret`); one secret word makes it secret.
 _SECRET_WORDS = frozenset(
-    ["token", "key", "secret", "secrets", "password", "passwd", "pwd", "passphrase", "credential", "credentials", "auth", "authorization", "authentication", "oauth", "bearer", "cookie", "apikey", "privatekey", "accesskey", "secretkey", "authtoken", "accesstoken", "sessiontoken", "refreshtoken", "clientsecret"]
+    ["token", "tokens_secret", "key", "keys", "secret", "secrets", "password", "passwords", "passwd", "pwd", "pw", "pass",
+     "passphrase", "cred", "creds", "credential", "credentials", "auth", "authorization", "authentication", "oauth",
+     "bearer", "cookie", "apikey", "apikeys", "privatekey", "privkey", "accesskey", "secretkey", "authtoken",
+     "accesstoken", "sessiontoken", "refreshtoken", "clientsecret", "jwt", "pat", "sas", "dsn"]
 )
 # compound words without a separator (`OPENAI_APIKEY`, `authToken` handled by the camel split)
-_SECRET_SUFFIXES = ("apikey", "token", "secret", "password", "passwd")
+_SECRET_SUFFIXES = ("apikey", "token", "secret", "password", "passwd", "creds", "cred")
 _WORD_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
@@ -109,7 +116,8 @@ def redact_value(name: str, value: str) -> str:
 
 # ---------------------------------------------------------------- URLs
 
-_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code"})
+_SECRET_PARAMS = frozenset({"sig", "signature", "x-amz-signature", "x-amz-credential", "x-amz-security-token", "code",
+                            "x-goog-signature", "x-goog-credential", "googleaccessid", "ossaccesskeyid", "x-oss-signature"})
 _URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]{0,30}://[^\s'\"<>`]+")  # lookbehind: linear on long lines
 _USERINFO = re.compile(r"(://)[^/@\s]*@")
 _BARE_USERINFO = re.compile(r"^[^\s/@]+@(?=[\w.\-\[\]:]+/?$)")  # `user:pw@proxy:3128`, no scheme
@@ -142,8 +150,15 @@ def _secret_param(pair: str) -> bool:
 
 # ---------------------------------------------------------------- text
 
-# `--api-key X`, `--hf-token=X`, `-api_key 'X'`: any flag whose name is secret (checked by is_secret_name)
-_FLAG = re.compile(r"(?<![\w-])(?P<flag>--?[A-Za-z][\w.-]{0,80})(?P<sep>=|[ \t]+)(?P<value>(?!-)(?:'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^\s'\"]+))")
+# `--api-key X`, `--hf-token=X`, `-api_key 'X'`: any flag whose name is secret (checked by is_secret_name);
+# `more` are the words after it up to the next flag (vLLM's `--api-key K1 K2` takes several)
+_VALUE = r"(?:'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|[^\s'\"]+)"
+_FLAG = re.compile(rf"(?<![\w-])(?P<flag>--?[A-Za-z][\w.-]{{0,80}})(?P<sep>=|[ \t]+)(?P<value>(?!-){_VALUE})(?P<more>(?:[ \t]+(?!-){_VALUE}){{0,16}})")
+# flags whose value is `user:password` (curl -u, --proxy-user, wget --user) or a password (mysql -p)
+_USER_FLAGS = frozenset({"-u", "--user", "--proxy-user", "-U", "--http-user", "--ftp-user"})
+_PASSWORD_FLAGS = frozenset({"-p", "--pass"})
+_NOT_A_PASSWORD = re.compile(r"[\d:]+|[/.~].*")  # `-p 8080`, `-p 8080:80`, `mkdir -p /x`
+_UID_GID = re.compile(r"\d+:\d+")  # `docker run -u 1000:1000`: ids, not a user and password
 # `name=value`, `name = value`, `'name': value`, `"name": "value"`, `NAME: value` (YAML), `name=['v']` (vLLM's
 # `non-default args: {...}` dict repr). The name must be secret; the callback leaves others untouched, and
 # the name pattern cannot swallow a call (`server_args=ServerArgs(api_key='x')` is two assignments).
@@ -152,7 +167,7 @@ _ASSIGN = re.compile(
     r"(?P<value>'[^'\n]{0,4096}'|\"[^\"\n]{0,4096}\"|\[[^\]\n]{0,4096}\]|[^\s,;&'\"()\[\]{}<>]+)"
 )
 _KEEP_VALUES = frozenset({"None", "none", "null", "''", '""', "[]", "false", "False", "true", "True"})
-_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token|digest)([ \t]+)[A-Za-z0-9._~+/=:-]{4,}")
+_AUTH_HEADER = re.compile(r"(?i)\b(bearer|basic|token|digest|apikey|sso-key)([ \t]+)[A-Za-z0-9._~+/=:-]{4,}")
 # credentials with a recognisable shape, wherever they stand: `token hf_...`, a bare AWS key id, a JWT
 _TOKEN_SHAPES = re.compile(
     r"(?<![A-Za-z0-9_-])(?:"
@@ -161,11 +176,23 @@ _TOKEN_SHAPES = re.compile(
     r"|sk-[A-Za-z0-9_-]{10,}"
     r"|(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{10,}|github_pat_[A-Za-z0-9_]{20,}"
     r"|xox[abposre]-[A-Za-z0-9-]{8,}|xapp-[A-Za-z0-9-]{8,}"
-    r"|glpat-[A-Za-z0-9_-]{16,}|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{30,}"
+    r"|glpat-[A-Za-z0-9_-]{16,}|gl(?:dt|rt|ptt|ft|soat|cbt)-[A-Za-z0-9_-]{16,}"
+    r"|AIza[0-9A-Za-z_-]{30,}|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_-]{40,}"
+    r"|ya29\.[A-Za-z0-9_-]{20,}|1//0[A-Za-z0-9_-]{20,}|nvapi-[A-Za-z0-9_-]{20,}"
+    r"|(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{16,}|SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"
+    r"|hv[sbr]\.[A-Za-z0-9_-]{20,}|r8_[A-Za-z0-9]{20,}|gsk_[A-Za-z0-9]{20,}"
+    r"|api_org_[A-Za-z0-9]{20,}|shp(?:at|ss|ca|pa)_[a-fA-F0-9]{20,}|LTAI[A-Za-z0-9]{12,}"
+    r"|dapi[a-f0-9]{32}|pplx-[A-Za-z0-9]{32,}|lin_api_[A-Za-z0-9]{32,}|ntn_[A-Za-z0-9]{32,}|ATATT3[A-Za-z0-9_=-]{32,}"
+    r"|do[por]_v1_[a-f0-9]{32,}|SK[0-9a-fA-F]{32}|\d{8,10}:AA[A-Za-z0-9_-]{33}"
+    r"|[MN][A-Za-z\d]{23,25}\.[\w-]{6}\.[\w-]{27,38}"
     r"|eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{0,2000}"
     r")(?![A-Za-z0-9_])"
 )
-_PRIVATE_KEY = re.compile(r"-----BEGIN [A-Z ]{0,40}PRIVATE KEY-----[^-]{0,65536}(?:-----END [A-Z ]{0,40}PRIVATE KEY-----)?")
+# PEM and PGP private key blocks; the body may hold headers with dashes (`Proc-Type: 4,ENCRYPTED`)
+_PRIVATE_KEY = re.compile(
+    r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----(?:[^-]|-(?!----END)){0,65536}"
+    r"(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----)?"
+)
 # lower-case prefixes that also start ordinary identifiers: a token mixes case or has digits
 _IDENT_LIKE = ("hf_", "sk-")
 
@@ -186,9 +213,25 @@ redact_env_text = redact_text  # env.txt lines are `KEY=VALUE` text like any oth
 
 
 def _flag(m: re.Match[str]) -> str:
-    if not is_secret_name(m["flag"]) or m["value"] == REDACTED:
-        return m[0]
-    return f"{m['flag']}{m['sep']}{REDACTED}"
+    flag, value, more = m["flag"], m["value"], m["more"] or ""
+    if flag in _USER_FLAGS:
+        user, colon, password = value.strip("'\"").partition(":")
+        plain = colon and password and (password == REDACTED or _UID_GID.fullmatch(value.strip("'\"")))
+        masked = f"{user}:{REDACTED}" if colon and password and not plain else value
+        return f"{flag}{m['sep']}{masked}{_more(more, False)}"
+    if flag in _PASSWORD_FLAGS and not _NOT_A_PASSWORD.fullmatch(value.strip("'\"")):
+        return f"{flag}{m['sep']}{REDACTED}{_more(more, False)}"
+    if not is_secret_name(flag) or value == REDACTED:
+        return f"{flag}{m['sep']}{value}{_more(more, False)}"
+    return f"{flag}{m['sep']}{REDACTED}{_more(more, True)}"
+
+
+def _more(more: str, secret: bool) -> str:
+    """The words after a flag's first value: a secret flag's further values that look like keys are
+    masked (`--api-key K1 K2`); prose after a flag is kept. Others go through the flag pattern again."""
+    if not more or not secret:
+        return more  # no word of `more` starts with "-": none is a flag
+    return re.sub(r"[^\s]+", lambda w: REDACTED if _looks_random(w[0].strip("'\"")) or _TOKEN_SHAPES.fullmatch(w[0]) else w[0], more)
 
 
 def _assign(m: re.Match[str]) -> str:
@@ -204,7 +247,7 @@ def _assign(m: re.Match[str]) -> str:
     return f"{m['q']}{m['name']}{m['q']}{m['sep']}{masked}"
 
 
-_SCHEMES = frozenset({"bearer", "basic", "token", "digest"})
+_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "apikey", "sso-key"})
 
 
 def _auth_header(m: re.Match[str]) -> str:
@@ -226,21 +269,60 @@ def _looks_random(value: str) -> bool:
 
 
 def redact_cmdline(cmdline: str) -> str:
-    """`--api-key sk-1 --tp 2` -> `--api-key <redacted> --tp 2`; URLs lose their credentials."""
-    return redact_text(cmdline)
+    """`--api-key sk-1 sk-2 --tp 2` -> `--api-key <redacted> <redacted> --tp 2` (see _redact_cmdline).
+    Every sample redacts every process's command line again: the same lines come from a cache,
+    bounded in entries and in the size of what it keeps (a JIT's compiler lines are long and many)."""
+    return _cached_cmdline(cmdline) if len(cmdline) <= 8192 else _redact_cmdline(cmdline)
+
+
+def _redact_cmdline(cmdline: str) -> str:
+    """`--api-key sk-1 sk-2 --tp 2` -> `--api-key <redacted> <redacted> --tp 2`; URLs lose their
+    credentials. A command line that splits as a shell's words is redacted as an argv (every value
+    of a secret flag, up to the next flag); any other text as text."""
+    text = redact_text(cmdline)  # first as text: `key = value` spans words
+    try:
+        words = shlex.split(text)
+    except ValueError:
+        return text
+    redacted_words = redact_argv(words)
+    if redacted_words == words:
+        return text
+    return " ".join(_quoted(word) for word in redacted_words)
+
+
+_cached_cmdline = functools.lru_cache(maxsize=512)(_redact_cmdline)
+
+
+def _quoted(word: str) -> str:
+    """shlex.quote, but a word whose only unsafe characters are the mask's own stays readable."""
+    plain = word.replace(REDACTED, "x")
+    return word if REDACTED in word and shlex.quote(plain) == plain else shlex.quote(word)
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
-    """`["--api-key", "sk-1", "--tp", "2"]` -> `["--api-key", "<redacted>", "--tp", "2"]`, each word redacted too."""
+    """`["--api-key", "sk-1", "sk-2", "--tp", "2"]` -> `["--api-key", "<redacted>", "<redacted>", "--tp", "2"]`:
+    every value after a secret flag up to the next flag; `-u user:pw` keeps the user; each word redacted too."""
     out: list[str] = []
-    secret_next = False
+    state = ""  # "secret": mask the values that follow; "user"/"password": only the next one
     for arg in argv:
         arg = str(arg)
-        if secret_next and not arg.startswith("-"):
+        if arg.startswith("-") and len(arg) > 1:
+            state = ""
+        if state == "secret":
             out.append(REDACTED)
-        else:
-            out.append(redact_text(arg))
-        secret_next = arg.startswith("-") and "=" not in arg and is_secret_name(arg)
+            continue
+        if state == "user":
+            user, colon, password = arg.partition(":")
+            out.append(f"{user}:{REDACTED}" if colon and password and not _UID_GID.fullmatch(arg) else redact_text(arg))
+            state = ""
+            continue
+        if state == "password":
+            out.append(arg if _NOT_A_PASSWORD.fullmatch(arg) else REDACTED)
+            state = ""
+            continue
+        out.append(redact_text(arg))
+        if arg.startswith("-") and "=" not in arg:
+            state = "user" if arg in _USER_FLAGS else "password" if arg in _PASSWORD_FLAGS else "secret" if is_secret_name(arg) else ""
     return out
 
 
@@ -311,12 +393,16 @@ def redacted_verdict(verdict: Verdict) -> dict[str, Any]:
 # ---------------------------------------------------------------- terminal
 
 # ESC [ ... final (CSI), ESC ] ... BEL/ST (OSC: titles, OSC 52 clipboard, hyperlinks), ESC P/X/^/_ ... ST,
-# two-byte ESC sequences, C1 controls (0x80-0x9f, incl. the 8-bit CSI 0x9b) and C0 controls but \t and \n.
+# two-byte ESC sequences, the 8-bit CSI/OSC/DCS/SOS/PM/APC (0x9b, 0x9d, 0x90, 0x98, 0x9e, 0x9f) with their
+# payload, other C1 and C0 controls but \t and \n; and what reorders or hides text: bidi embeddings,
+# overrides and isolates (Trojan Source), zero-width characters, the BOM, line/paragraph separators.
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]{0,64}[ -/]{0,8}[@-~]?"
-    r"|\x1b[\]PX^_][^\x07\x1b\x9c]{0,65536}(?:\x07|\x1b\\|\x9c)?"
+    r"|\x9b[0-?]{0,64}[ -/]{0,8}[@-~]?"
+    r"|(?:\x1b[\]PX^_]|[\x9d\x90\x98\x9e\x9f])[^\x07\x1b\x9c]{0,65536}(?:\x07|\x1b\\|\x9c)?"
     r"|\x1b[ -~]?"
     r"|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+    r"|[\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]"
 )
 
 
@@ -328,6 +414,30 @@ def terminal_safe(text: str) -> str:
     if not _has_surrogates(text):
         return text
     return "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
+
+
+def terminal_text(text: object) -> str:
+    """What any watched-side string becomes before a terminal shows it: without control sequences,
+    bidi overrides and invisible characters (so none can split a token), then redacted."""
+    return redact_text(terminal_safe(str(text)))
+
+
+class TerminalWriter:
+    """A text stream that passes every write through `terminal_text`: the one gate for plain
+    prints of watched-side text (preflight paths, fleet agents' strings)."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+
+    def write(self, text: str) -> int:
+        written: int = self._out.write(terminal_text(text))
+        return written
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._out, name)
 
 
 def _has_surrogates(text: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any, Literal, overload
 
 import yaml
 
+from hangwatch.bundle.archive import read_user_file
 from hangwatch.classify.atoms import ARGS, ATOMS, PREFIXES, table_key
 from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
@@ -297,12 +298,15 @@ def _start(data: Any, where: RuleLocation) -> RuleLocation:
     return _at(where.path, data.start) if isinstance(data, (_Map, _Seq)) else where
 
 
+_MAX_RULE_FILE = 4 << 20  # the shipped rules are ~300 KiB together
+
+
 def load_file(path: Path) -> tuple[list[Rule], list[RuleError]]:
     """Every rule of one file, and every error in it."""
     try:
-        data = parse_yaml(path.read_text(encoding="utf-8"), str(path))
+        data = parse_yaml(read_user_file(path, _MAX_RULE_FILE).decode("utf-8"), str(path))
     except (OSError, UnicodeDecodeError) as exc:
-        return [], [RuleError(f"cannot read the file: {exc}", RuleLocation(str(path)))]
+        return [], [RuleError(f"cannot read the file: {getattr(exc, 'strerror', None) or exc}", RuleLocation(str(path)))]
     except RuleError as exc:
         return [], [exc]
     return compile_document(data, str(path))

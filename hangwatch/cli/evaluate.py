@@ -22,10 +22,12 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from hangwatch.classify import Rule, classify
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence, State, Verdict
+from hangwatch.redact import terminal_text
 
 TIERS = ("log+stacks", "log", "stacks", "meta-only")
 TOP_N = 3  # "top-3": the expected cause is among the verdict's first three candidates
@@ -90,9 +92,11 @@ def evidence_tier(evidence: Evidence) -> str:
 
 
 def _expected(case: Path) -> dict[str, Any]:
+    from hangwatch.bundle.archive import read_user_file
+
     try:
-        data = json.loads((case / "expected.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+        data = json.loads(read_user_file(case / "expected.json", 1 << 20).decode("utf-8"))
+    except (OSError, ValueError, RecursionError) as exc:
         raise HangwatchError(f"{case / 'expected.json'}: {exc}") from exc
     return data if isinstance(data, dict) else {}
 
@@ -205,7 +209,7 @@ def _table(title: str, groups: dict[str, dict[str, Any]]) -> Table:
         table.add_column(column, justify="left" if column == title.split()[-1] else "right")
     for name, row in groups.items():
         table.add_row(
-            name, str(row["cases"]), str(row["correct"]), _percent(row["accuracy"]),
+            Text(terminal_text(name)), str(row["cases"]), str(row["correct"]), _percent(row["accuracy"]),
             _percent(row["top3_accuracy"]), str(row["confidently_wrong"]),
         )  # fmt: skip
     return table
@@ -251,7 +255,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
     for wrong in summary["confusions"]:
         got = f"error: {wrong['error']}" if wrong["error"] else f"{wrong['got']} ({_by(wrong['rule'])})"
         text = f"  {Path(wrong['bundle']).name}: expected {wrong['expected']}, got {got}"
-        console.print(text, markup=False, highlight=False)
+        console.print(terminal_text(text), markup=False, highlight=False)  # names and errors come from the bundles
     console.print(
         f"cause accuracy {_percent(summary['cause_accuracy'])} of {summary['cases']} bundles, "
         f"top-{TOP_N} {_percent(summary['top3_accuracy'])}, "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -66,13 +67,26 @@ def fleet(
         return
     from hangwatch.sinks.api import serve_in_thread
 
+    if token is None and watcher.holds_tokens:
+        # the page would hold token-protected agents' data: it needs a token too. One token for every
+        # agent is one the user already holds; several, and the page gets its own, said once here.
+        distinct = {t for t in tokens.values() if t}
+        token = distinct.pop() if len(distinct) == 1 else secrets.token_urlsafe(24)
+        said = "the agents' token" if len(set(tokens.values()) - {None}) == 1 else f"this token: {token}"
+        print(f"hangwatch fleet: the agents need a token, so the page does too; open it with {said}", file=sys.stderr)
     app = create_fleet_app(watcher, token=token)
     handle = serve_in_thread(app, host, port, token=token, insecure=insecure)
     watcher.start()
     print(f"hangwatch fleet: {len(urls)} nodes; open {handle.url}/", file=sys.stderr)
     stop = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        if stop.is_set():  # asked twice: whatever still winds down, the process ends now
+            os._exit(128 + signum)
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, on_signal)
     last: str | None = None
     try:
         while not stop.wait(interval):

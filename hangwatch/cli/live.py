@@ -117,8 +117,10 @@ class WatchOptions:
 
 def read_secret_file(path: Path) -> str:
     """The first line of a secret file, stripped; a missing or empty file is one clear error."""
+    from hangwatch.bundle.archive import read_user_file
+
     try:
-        text = path.read_text(encoding="utf-8").strip().splitlines()
+        text = read_user_file(path, 64 << 10).decode("utf-8").strip().splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise TargetError(f"cannot read the secret file {path}: {getattr(exc, 'strerror', None) or exc}") from None
     if not text or not text[0].strip():
@@ -220,15 +222,24 @@ def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
     from hangwatch.sinks.store import HistoryStore
 
     if history is not None:
-        return HistoryStore(str(history))
+        return _recovered(HistoryStore.open_or_recover(str(history)))
     if learn:
         path = default_history_path()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            return HistoryStore(str(path))
+            return _recovered(HistoryStore.open_or_recover(str(path)))
         except Exception as exc:  # OSError, sqlite3.Error: a read-only or full home
             print(f"hangwatch: warning: cannot keep past starts in {path}: {exc}", file=sys.stderr)
     return HistoryStore(":memory:") if needed else None
+
+
+def _recovered(opened: tuple[Any, str | None]) -> Any:
+    store, notice = opened
+    if notice:
+        from hangwatch.redact import terminal_text
+
+        print(f"hangwatch: warning: {terminal_text(notice)}", file=sys.stderr)
+    return store
 
 
 def _report_exit(child: Any, code: int, options: SessionOptions) -> None:

@@ -17,7 +17,7 @@ from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence
-from hangwatch.redact import redact_obj
+from hangwatch.redact import redact_obj, terminal_safe
 from hangwatch.sinks.report import print_verdict
 
 RulesOption = Annotated[
@@ -115,7 +115,7 @@ def rules_check(
             except RuleError as exc:
                 errors.append(exc)
     for error in errors:
-        print(error, file=sys.stderr)
+        print(terminal_safe(str(error)), file=sys.stderr)  # a rule file's text may hold escapes
     extra = f", {len(checks)} preflight checks valid" if checks else ""
     print(f"{len(rules)} rules valid{extra}, {len(errors)} errors")
     if errors:
@@ -130,7 +130,7 @@ def _default_tests_dir() -> Path:
 def _print_test_result(result: RuleTestResult) -> None:
     where = f" {result.kind}/{Path(result.bundle).name}" if result.bundle else ""
     detail = f": {result.detail}" if result.detail else ""
-    print(f"{result.status.upper():8} {result.rule}{where}{detail}")
+    print(terminal_safe(f"{result.status.upper():8} {result.rule}{where}{detail}"))  # facts quote the bundles
 
 
 def rules_test(

@@ -14,6 +14,7 @@ import typer
 
 from hangwatch.classify.preflight import Report
 from hangwatch.cli.preflight_run import run_preflight
+from hangwatch.redact import TerminalWriter, redact_obj
 
 __all__ = ["preflight", "render_report"]
 
@@ -31,7 +32,8 @@ def preflight(
 
     report, _ = run_preflight(cmd, os.environ, [RULES_DIR, *(rules or [])], gpus_from)
     if json_out:
-        print(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        # ASCII-escaped and redacted: paths and the command line are the user's, control bytes included
+        print(json.dumps(redact_obj(report.to_dict()), indent=2))
     else:
         render_report(report)
     raise typer.Exit(1 if report.critical else 0)
@@ -62,21 +64,21 @@ def render_report(report: Report, out: TextIO | None = None, *, verbose: bool = 
     """The findings as a table for people: severity, cause, title, then evidence and remedy."""
     import sys
 
-    out = out or sys.stdout
+    gate = TerminalWriter(out or sys.stdout)  # paths and the command line may hold escapes and secrets
     counts = {s: sum(f.severity == s for f in report.findings) for s in ("critical", "warning", "info")}
     summary = ", ".join(f"{n} {s}" for s, n in counts.items() if n) or "no findings"
-    out.write(f"{prefix}preflight: {summary} ({len(report.checked)} checks passed or did not apply, {len(report.skipped)} skipped)\n")
+    gate.write(f"{prefix}preflight: {summary} ({len(report.checked)} checks passed or did not apply, {len(report.skipped)} skipped)\n")
     for finding in report.findings:
-        out.write(f"{_MARK[finding.severity]}  {finding.cause:<28} {finding.title}\n")
+        gate.write(f"{_MARK[finding.severity]}  {finding.cause:<28} {finding.title}\n")
         for fact in finding.evidence:
-            out.write(f"          - {fact.text}  [{fact.source}]\n")
+            gate.write(f"          - {fact.text}  [{fact.source}]\n")
         if finding.message:
-            out.write(f"          {finding.message}\n")
-        out.write(f"          remedy: {finding.remedy}\n")
+            gate.write(f"          {finding.message}\n")
+        gate.write(f"          remedy: {finding.remedy}\n")
     if verbose:
         groups: dict[str, list[str]] = {}
         for skipped in report.skipped:  # grouped by the reasons, not by which facts they cost
             reasons = "; ".join(sorted({part.split(": ", 1)[-1] for part in skipped.why.split("; ")}))
             groups.setdefault(reasons, []).append(skipped.check)
         for why, checks in groups.items():
-            out.write(f"skipped   {', '.join(checks)}\n          because {why}\n")
+            gate.write(f"skipped   {', '.join(checks)}\n          because {why}\n")

@@ -101,12 +101,18 @@ def _with_gpus(snap: HostSnapshot, recording: Path | None) -> HostSnapshot:
 
 
 def _recording(path: Path) -> Any:
+    from hangwatch.bundle.archive import read_user_file
     from hangwatch.sources.gputopo import RecordedTopology
 
     try:
-        return RecordedTopology(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise PreflightInputError(f"cannot read the GPU recording {path}: {exc}") from exc
+        return RecordedTopology(json.loads(read_user_file(path, _MAX_RECORDING).decode("utf-8")))
+    except OSError as exc:
+        raise PreflightInputError(f"cannot read the GPU recording {path}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        raise PreflightInputError(f"cannot read the GPU recording {path}: {exc}") from None
+
+
+_MAX_RECORDING = 16 << 20  # a recording of 8 GPUs' topology is tens of KiB
 
 
 def _process_names(pids: set[int]) -> dict[int, str]:

@@ -13,6 +13,7 @@ import hmac
 import ipaddress
 import json
 import socket
+import sqlite3
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -298,13 +299,16 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
                 "samples": gpu_history(view.gpu_samples())}
 
     @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
-    def history(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    def history(limit: int = Query(100, ge=1, le=1000)) -> Any:
         if store is None:
             return {"enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
-        return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
-                         "alerts": [a.to_dict() for a in store.alerts(limit)],
-                         "episodes": [dict(e.__dict__) for e in store.episodes(limit)],
-                         "refinements": [r.to_dict() for r in store.refinements(limit)]})
+        try:
+            return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
+                             "alerts": [a.to_dict() for a in store.alerts(limit)],
+                             "episodes": [dict(e.__dict__) for e in store.episodes(limit)],
+                             "refinements": [r.to_dict() for r in store.refinements(limit)]})
+        except sqlite3.Error as exc:  # damaged since start: say so, the rest of the API goes on
+            return _json_response({"detail": f"the history cannot be read: {exc}"}, 503)
 
     @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
              response_class=Response, responses={200: {"content": {"application/gzip": {}}}})

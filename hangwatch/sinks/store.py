@@ -8,8 +8,12 @@ already went out (it must not page anyone twice for one stall).
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -21,7 +25,7 @@ from typing import Any
 from hangwatch.errors import HangwatchError
 from hangwatch.watch.budgets import PastStart, SetupKey
 
-__all__ = ["HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement"]
+__all__ = ["DamagedHistory", "HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transitions (
@@ -84,6 +88,9 @@ CREATE TABLE IF NOT EXISTS starts (
 );
 CREATE INDEX IF NOT EXISTS starts_setup ON starts (engine, version, model, tp, gpu_model);
 """
+# table -> its columns, read from _SCHEMA: a file whose tables lack one is not ours (or is damaged)
+_COLUMNS = {m[1]: tuple(line.split()[0] for line in m[2].strip().splitlines() if not line.strip().startswith(("UNIQUE", "PRIMARY")))
+            for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \((.*?)\n\);", _SCHEMA, re.S)}
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,31 @@ class AlertRecord:
         return dict(self.__dict__)
 
 
+_DAMAGED = re.compile(r"malformed|not a database|no such column|no such table|disk image|corrupt|integrity")
+
+
 class HistoryError(HangwatchError):
     help_text = "--history takes a writable SQLite file path (its folder must exist); omit it to keep no history."
+
+
+def _regular_or_absent(path: str) -> None:
+    """A history is a regular file (or not there yet): SQLite would block for ever reading a FIFO,
+    and a device is nobody's history to move aside."""
+    if path == ":memory:" or path.startswith("file:"):
+        return
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise HistoryError(f"cannot use the history file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise HistoryError(f"cannot use the history file {path}: not a regular file")
+
+
+class DamagedHistory(HistoryError):
+    """The file is there and is (or was) a database, but it cannot be trusted: corrupt pages,
+    missing tables or columns. `HistoryStore.open_or_recover` moves it aside."""
 
 
 class HistoryStore:
@@ -149,6 +179,7 @@ class HistoryStore:
         self._clock = clock
         # One connection behind a lock: writes are rare (transitions, alerts) and reads are small.
         self._lock = threading.Lock()
+        _regular_or_absent(self.path)
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=5.0)
             self._db.execute("PRAGMA journal_mode=WAL")
@@ -156,8 +187,38 @@ class HistoryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             with self._lock:
                 self._db.executescript(_SCHEMA)
-        except sqlite3.Error as exc:  # a missing folder, a read-only or full disk, not a database
+                self._check()
+        except sqlite3.DatabaseError as exc:
+            with contextlib.suppress(sqlite3.Error, AttributeError):
+                self._db.close()
+            if isinstance(exc, sqlite3.OperationalError) and not _DAMAGED.search(str(exc)):
+                raise HistoryError(f"cannot use the history file {self.path}: {exc}") from None  # a missing folder, a read-only or full disk
+            raise DamagedHistory(f"the history file {self.path} is damaged ({exc})") from None
+        except sqlite3.Error as exc:
             raise HistoryError(f"cannot use the history file {self.path}: {exc}") from None
+
+    def _check(self) -> None:
+        """A damaged file fails here, at start, rather than on the first read of a request (a 500 on
+        /snapshot, a blank page): the pages are checked, and every table has the columns we read."""
+        row = self._db.execute("PRAGMA quick_check(1)").fetchone()
+        if row is None or row[0] != "ok":
+            raise sqlite3.DatabaseError(f"integrity check: {row[0] if row else 'no answer'}")
+        for table, columns in _COLUMNS.items():
+            self._db.execute(f"SELECT {', '.join(columns)} FROM {table} LIMIT 1").fetchall()
+
+    @classmethod
+    def open_or_recover(cls, path: str | Path) -> tuple[HistoryStore, str | None]:
+        """The store at `path`; a damaged file is moved aside (with its -wal/-shm) and a fresh one
+        started. Returns the store and, when that happened, the one line to tell the user."""
+        try:
+            return cls(path), None
+        except DamagedHistory as exc:
+            aside = f"{path}.damaged-{time.strftime('%Y%m%dT%H%M%S')}"
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    _regular_or_absent(f"{path}{suffix}")  # never move a device or a FIFO
+                    os.replace(f"{path}{suffix}", f"{aside}{suffix}")
+            return cls(path), f"{exc}: moved to {aside}, starting a fresh history"
 
     def close(self) -> None:
         with self._lock:

@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hangwatch.model import Verdict
-from hangwatch.redact import redact_obj, redact_text, terminal_safe
+from hangwatch.redact import redact_obj, terminal_text
 from hangwatch.sinks.report import verdict_panel
 
 if TYPE_CHECKING:
@@ -38,9 +38,9 @@ def render(obs: Observation, verdict: Verdict | None) -> Group:
 
 
 def _header(obs: Observation) -> Text:
-    text = Text(terminal_safe(f"{obs.server.name}   watched {obs.t:.0f}s   "))
+    text = Text(terminal_text(f"{obs.server.name}   watched {obs.t:.0f}s   "))
     signals = ", ".join(obs.progress.signals) or "nothing"
-    text.append(f"last progress {obs.progress.since_last_progress_s:.0f}s ago ({signals} moved recently)   ")
+    text.append(terminal_text(f"last progress {obs.progress.since_last_progress_s:.0f}s ago ({signals} moved recently)   "))
     text.append(_port_text(obs))
     return text
 
@@ -68,8 +68,8 @@ def _ranks_table(obs: Observation, verdict: Verdict | None = None) -> Table:
         label = proc.rank or proc.role
         phase, since = where.get(proc.rank or "main", (None, None)) if proc.role != "other" else (None, None)
         state = (proc.state or "") if proc.alive else f"exited {proc.exit_code if proc.exit_code is not None else '?'}"
-        table.add_row(label, str(proc.pid), state, phase or "-", f"{obs.t - since:.0f}s" if since is not None else "-",
-                      _num(proc.cpu_percent), _num(proc.rss_mib), tops.get(proc.pid, ""))
+        table.add_row(*_cells(label, str(proc.pid), state, phase or "-", f"{obs.t - since:.0f}s" if since is not None else "-",
+                              _num(proc.cpu_percent), _num(proc.rss_mib), tops.get(proc.pid, "")))
     compilers = sum(1 for p in obs.procs if p.role == "compiler" and p.alive)
     if compilers:
         table.add_row("compilers", str(compilers), "", "", "", "", "", "")
@@ -95,7 +95,7 @@ def _gpu_table(obs: Observation) -> Table | None:
         table.add_column(column)
     for gpu in obs.gpus[-1].gpus:
         memory = f"{_num(gpu.memory_used_mib)} / {_num(gpu.memory_total_mib)}"
-        table.add_row(str(gpu.index), gpu.name or "?", memory, _num(gpu.utilization_pct))
+        table.add_row(*_cells(str(gpu.index), gpu.name or "?", memory, _num(gpu.utilization_pct)))
     return table
 
 
@@ -104,12 +104,18 @@ def verdict_line(verdict: Verdict, t: float) -> str:
     ranks = f" ranks={','.join(verdict.ranks)}" if verdict.ranks else ""
     phase = f" phase={verdict.phase.value}" if verdict.phase else ""
     line = f"[{t:7.1f}s] {verdict.state.value}{cause}{phase}{ranks}" + (f" — {verdict.title}" if verdict.title else "")
-    return redact_text(terminal_safe(line))
+    return terminal_text(line)
 
 
 def verdict_json(verdict: Verdict, t: float, server: str, **extra: Any) -> str:
     body = {"t": round(t, 2), "server": server, **verdict.to_dict(), **extra}
     return json.dumps(redact_obj(body), default=str)  # ensure_ascii: no raw control byte reaches the terminal
+
+
+def _cells(*values: str) -> list[Text]:
+    """Table cells from watched-side strings (a rank's frame, a GPU's name): `Text`, so rich reads
+    no markup in them (`[link=…]` would become a hyperlink escape), each through `terminal_text`."""
+    return [Text(terminal_text(value)) for value in values]
 
 
 def _num(value: float | None) -> str:

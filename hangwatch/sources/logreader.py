@@ -44,7 +44,7 @@ class DecodedTail:
     def __init__(self, location: LogLocation, *, start_tail_bytes: int):
         assert location.path is not None
         self.path: str | None = location.path
-        self._tail = LogTail(location.path, start_tail_bytes=start_tail_bytes)
+        self._tail = LogTail(location.path, start_tail_bytes=start_tail_bytes, guard=location.guard)
         self._format = location.format
         self._decoder = decoder_for(location.format)
         self._rotations = 0
@@ -127,5 +127,5 @@ def open_log(location: LogLocation, *, start_tail_bytes: int = 8 << 20, journalc
     if location.path is None:
         raise ValueError(f"a {location.format} log needs a path")
     if location.format == "plain":
-        return LogTail(location.path, start_tail_bytes=start_tail_bytes)
+        return LogTail(location.path, start_tail_bytes=start_tail_bytes, guard=location.guard)
     return DecodedTail(location, start_tail_bytes=start_tail_bytes)

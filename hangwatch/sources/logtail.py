@@ -10,15 +10,25 @@ file only hangwatch may read (it then serves the log on /bundle), or for a FIFO 
 `open()` for ever. So the path is resolved once, at the first open; every later open is
 `O_NOFOLLOW | O_NONBLOCK` on that resolved path, and only a regular file owned by the first
 file's owner is read. Anything else is reported as unavailable, and the loop goes on.
+
+A path that discovery found (the watched side named it: a tee's argument, a runtime's flag) comes
+with a `LogGuard` and is not even followed once: the first open is as guarded as every re-open,
+and the file must be one the server's own user may read (or a verified runtime's root-owned log).
+A /proc/PID/fd/N path is never resolved to its link text (that text, `x.log (deleted)`, is a name
+anyone may have created since): the kernel's link is opened as it is, and fstat is checked.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from hangwatch.errors import SourceUnavailable
+
+if TYPE_CHECKING:
+    from hangwatch.sources.logfind import LogGuard
 
 __all__ = ["LogTail"]
 
@@ -26,6 +36,7 @@ _MAX_READ = 256 * 2**10  # bytes per call: the watch loop reads a flood in steps
 _MAX_PENDING = 1 * 2**20  # a "line" without "\n" this long is returned anyway (a stuck tqdm bar)
 _HEAD = 1024  # bytes of the file's start kept as its fingerprint (truncated and regrown within a tick)
 _OPEN_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+_FD_LINK = re.compile(r"(?:^|/)proc/\d+/fd/\d+$")  # /proc/PID/fd/N (or /host/proc/…): the kernel's own link
 
 
 class LogTail:
@@ -37,8 +48,10 @@ class LogTail:
     progress even before its line ends).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, start_tail_bytes: int = 2 * 2**20, max_read_bytes: int = _MAX_READ):
+    def __init__(self, path: str | os.PathLike[str], *, start_tail_bytes: int = 2 * 2**20, max_read_bytes: int = _MAX_READ,
+                 guard: LogGuard | None = None):
         self.path = os.fspath(path)
+        self.guard = guard
         self.start_tail_bytes = start_tail_bytes
         self.max_read_bytes = max_read_bytes
         self._start_end = 0  # where the file ended when first opened: up to there is the start tail
@@ -101,20 +114,21 @@ class LogTail:
 
     def _open_file(self) -> BinaryIO | None:
         """The log opened safely, or None when it does not exist (yet); SourceUnavailable when refused."""
-        if self._owner is None:
+        fd_link = _FD_LINK.search(self.path) is not None
+        if self._owner is None and self.guard is None and not fd_link:
             self.path = os.path.realpath(self.path)  # a link given by the user is followed once, here
         try:
-            fd = os.open(self.path, _OPEN_FLAGS)
+            fd = os.open(self.path, _OPEN_FLAGS & ~os.O_NOFOLLOW if fd_link else _OPEN_FLAGS)
         except FileNotFoundError:
             return None  # not written yet: the server has not started logging
         except OSError as exc:
             why = "it is now a symbolic link" if exc.errno == 40 else exc.strerror or str(exc)  # ELOOP
             raise SourceUnavailable("log", f"cannot read {self.path}: {why}", "run hangwatch as the server's user, or pass --log") from exc
         st = os.fstat(fd)
-        problem = _refusal(st, self._owner)
+        problem = _refusal(st, self._owner) or _not_theirs(st, self.guard)
         if problem:
             os.close(fd)
-            raise SourceUnavailable("log", f"refusing to read {self.path}: {problem}", "the log path was replaced; pass --log")
+            raise SourceUnavailable("log", f"refusing to read {self.path}: {problem}", "pass --log PATH to read a log the watched side did not choose")
         self._owner = st.st_uid
         return os.fdopen(fd, "rb")
 
@@ -199,3 +213,17 @@ def _refusal(st: os.stat_result, owner: int | None) -> str | None:
     if owner is not None and st.st_uid != owner:
         return f"owned by uid {st.st_uid}, not by uid {owner} like the log it replaced"
     return None
+
+
+def _not_theirs(st: os.stat_result, guard: LogGuard | None) -> str | None:
+    """Why the server's own user could not read this file (so neither may the API), or None."""
+    if guard is None or guard.uid == 0 or (guard.runtime and st.st_uid == 0):
+        return None
+    if st.st_uid == guard.uid and st.st_mode & stat.S_IRUSR:
+        return None
+    if st.st_uid != guard.uid and st.st_gid in guard.gids and st.st_mode & stat.S_IRGRP:
+        return None
+    if st.st_uid != guard.uid and st.st_gid not in guard.gids and st.st_mode & stat.S_IROTH:
+        return None
+    who = f"uid {guard.uid}" if guard.uid >= 0 else "an unknown user"
+    return f"the server's user ({who}) could not read it (owner uid {st.st_uid}, mode {stat.S_IMODE(st.st_mode):o})"

@@ -79,6 +79,7 @@ class ProcessSampler:
         self.max_dead = max_dead
         self._seen: dict[tuple[int, float | None], _Seen] = {}
         self._dead: OrderedDict[tuple[int, float | None], ProcessRecord] = OrderedDict()
+        self._forks: set[tuple[int, float | None]] = set()  # helpers forked by a rank (see _demote_forks)
 
     def sample(self, root_pid: int, peers: Sequence[int] = ()) -> list[ProcessRecord]:
         """`peers`: launchers of the same launch's other node ranks on this host (sources/peers.py);
@@ -91,7 +92,9 @@ class ProcessSampler:
             from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
             current = {key: self._record(proc, now, proc.pid in from_peers) for key, proc in _keyed(procs + peer_procs)}
+            self._demote_forks(current)
             self._remember_dead(set(current))
+            self._forks &= set(current) | set(self._dead)
         self._seen = current
         return [seen.record for seen in current.values()] + list(self._dead.values())
 
@@ -106,6 +109,24 @@ class ProcessSampler:
         if percent is not None:
             record = replace(record, cpu_percent=percent)
         return _Seen(record, record.cpu_time_s, now)
+
+    def _demote_forks(self, current: dict[tuple[int, float | None], _Seen]) -> None:
+        """A rank's short-lived children are not ranks. A process forked without exec (a helper, a
+        compile worker, `subprocess` before its exec) carries its parent's title, so by its command
+        line it is that very rank; when it exits it would be a "dead" rank (dead_rank 0.9) while the
+        rank lives on. Whoever has a parent of the same role (a rank's role: not a launcher) is the
+        parent's helper: role "other", no rank, and it stays so for its life (by pid and start time)."""
+        by_pid = {seen.record.pid: seen.record for seen in current.values()}
+        for key, seen in current.items():
+            record = seen.record
+            parent = by_pid.get(record.ppid) if record.ppid is not None else None
+            # by role alone: a helper first seen exiting shows only its comm (`[sglang::schedul]`),
+            # which names the role but no longer the rank; no engine starts a rank from a rank
+            forked = parent is not None and record.role not in ("other", "compiler", "launcher") and parent.role == record.role
+            if forked:
+                self._forks.add(key)
+            if key in self._forks and record.role != "other":
+                seen.record = replace(record, role="other", rank=None)
 
     def _remember_dead(self, alive_keys: set[tuple[int, float | None]]) -> None:
         for key, seen in self._seen.items():

@@ -9,6 +9,7 @@ stalled or crashed.
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -16,13 +17,13 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from hangwatch.bundle.archive import read_user_file
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
-from hangwatch.redact import redact_string
+from hangwatch.redact import redact_string, terminal_text
 from hangwatch.sinks.web import page_data
 
 __all__ = ["Fleet", "FleetError", "apart", "create_fleet_app", "node_name", "read_tokens", "summary_lines"]
@@ -37,7 +38,7 @@ class FleetError(HangwatchError):
 def node_name(url: str) -> str:
     """host:port: nodes of one machine (a lab) share a hostname, never a port."""
     parts = urllib.parse.urlsplit(url)
-    return parts.netloc or url
+    return parts.netloc.rpartition("@")[2] or redact_string(url)  # never a user:password given in the URL
 
 
 def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]:
@@ -46,7 +47,8 @@ def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]
     if path is None:
         return tokens
     try:
-        lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+        text = read_user_file(path, 1 << 20).decode("utf-8", "replace")
+        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
     except OSError as exc:
         raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
     if len(lines) == 1 and " " not in lines[0]:
@@ -61,28 +63,95 @@ def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]
     return tokens
 
 
+MAX_ANSWER = 8 << 20  # bytes of one agent's /snapshot: a node's page data is far smaller
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is that node's error: following it would send the bearer token (and trust) to
+    wherever an agent points, and a loop of them would hold the poll."""
+
+    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
+        raise urllib.error.HTTPError(req.full_url, code, f"redirected to {redact_string(newurl)} (not followed)", headers, fp)
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
 def fetch_node(url: str, token: str | None, timeout: float = 3.0) -> dict[str, Any]:
-    """One node's NodeData from its agent's /snapshot; on failure a node with `error` set."""
+    """One node's NodeData from its agent's /snapshot; on failure a node with `error` set.
+
+    The whole answer must arrive within `timeout` seconds (an agent that trickles bytes is cut off)
+    and within MAX_ANSWER bytes; redirects are not followed; any shape of answer that is not a
+    node's data is this node's error, never an exception."""
     name = node_name(url)
     request = urllib.request.Request(url.rstrip("/") + "/snapshot", headers={"Accept": "application/json"})
     if token:
         request.add_header("Authorization", f"Bearer {token}")
+    deadline = time.monotonic() + timeout
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = json.loads(response.read(8 << 20))
-        node = dict(body["nodes"][0])
+        with _OPENER.open(request, timeout=timeout) as response:
+            body = json.loads(_read_bounded(response, deadline))
+        node = _node_shape(body)
     except urllib.error.HTTPError as exc:
         why = "the token was refused (--token-file)" if exc.code == 401 else f"HTTP {exc.code}"
+        if 300 <= exc.code < 400:
+            why = f"HTTP {exc.code} {exc.msg}"
         return _down(name, url, why)
-    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+    except (urllib.error.URLError, OSError, ValueError, KeyError, IndexError, TypeError, RecursionError, http.client.HTTPException) as exc:
         reason = getattr(exc, "reason", None) or exc
-        return _down(name, url, redact_string(str(reason)))
-    node.update(name=name, url=url, error=None)
+        return _down(name, url, redact_string(str(reason))[:300])
+    node.update(name=name, url=redact_string(url), error=None)
+    return node
+
+
+def _read_bounded(response: Any, deadline: float) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        if time.monotonic() > deadline:
+            raise TimeoutError("the answer did not arrive in time (a slow or stuck agent)")
+        chunk = response.read1(64 << 10) if hasattr(response, "read1") else response.read(64 << 10)
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > MAX_ANSWER:
+            raise ValueError(f"the answer is larger than {MAX_ANSWER >> 20} MiB")
+        chunks.append(chunk)
+
+
+_NODE_FIELDS = ("verdict", "timeline", "stacks", "gpus", "history", "preflight")
+
+
+def _node_shape(body: Any) -> dict[str, Any]:
+    """The first node of a /snapshot answer, each field a dict or None, the fields `apart` reads typed:
+    a malformed answer raises ValueError here, in this node's fetch, not later in the poll."""
+    if not isinstance(body, dict) or not isinstance(body.get("nodes"), list) or not body["nodes"]:
+        raise ValueError("malformed answer: no nodes in the /snapshot document")
+    raw = body["nodes"][0]
+    if not isinstance(raw, dict):
+        raise ValueError("malformed answer: the node is not an object")
+    node = dict(raw)
+    for field in _NODE_FIELDS:
+        if node.get(field) is not None and not isinstance(node[field], dict):
+            raise ValueError(f"malformed answer: {field} is not an object")
+    verdict = node.get("verdict")
+    if verdict is not None:
+        if not isinstance(verdict.get("ranks") or [], list) or not isinstance(verdict.get("phases") or {}, dict):
+            raise ValueError("malformed answer: the verdict's ranks or phases")
+        if not all(isinstance(r, str) for r in verdict.get("ranks") or []):
+            raise ValueError("malformed answer: a rank is not a string")
+    for key, field in (("timeline", "ranks"), ("stacks", "stacks")):
+        inner = (node.get(key) or {}).get(field)
+        if inner is not None and not (isinstance(inner, dict) and all(isinstance(k, str) for k in inner)):
+            raise ValueError(f"malformed answer: {key}.{field}")
+    ranks = ((node.get("timeline") or {}).get("ranks") or {}).values()
+    if not all(isinstance(spans, list) and all(isinstance(span, dict) for span in spans) for spans in ranks):
+        raise ValueError("malformed answer: timeline spans")
     return node
 
 
 def _down(name: str, url: str, error: str) -> dict[str, Any]:
-    return {"name": name, "url": url, "error": error, "verdict": None, "timeline": None, "stacks": None,
+    return {"name": name, "url": redact_string(url), "error": error, "verdict": None, "timeline": None, "stacks": None,
             "gpus": None, "history": None, "preflight": None}
 
 
@@ -171,7 +240,11 @@ def _behind(nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 class Fleet:
-    """Polls every node each `interval` seconds in a daemon thread; `data()` is the latest PageData."""
+    """Polls every node each `interval` seconds in a daemon thread; `data()` is the latest PageData.
+
+    Each node is fetched in its own daemon thread with its own deadline (`timeout`): a slow agent
+    costs its own row ("no answer yet"), never the others' freshness, and is not asked again while
+    its last request is still out. Nothing here keeps the process alive at exit."""
 
     def __init__(self, urls: Sequence[str], tokens: Mapping[str, str | None], *, interval: float = 1.0,
                  timeout: float = 3.0) -> None:
@@ -183,24 +256,57 @@ class Fleet:
         self.urls, self.tokens, self.interval, self.timeout = list(urls), dict(tokens), interval, timeout
         self._lock = threading.Lock()
         self._data: dict[str, Any] | None = None
+        self._latest: dict[str, dict[str, Any]] = {}
+        self._inflight: dict[str, threading.Thread] = {}
+        self._submit = threading.Lock()
         self._stop = threading.Event()
-        self._pool = ThreadPoolExecutor(max_workers=min(16, len(self.urls)), thread_name_prefix="hangwatch-fleet")
         self._thread: threading.Thread | None = None
         self._down_since: dict[str, float] = {}  # url -> when its agent first stopped answering
 
+    @property
+    def holds_tokens(self) -> bool:
+        """Some agent needs a token: its data is not for anyone who can reach the fleet page."""
+        return any(self.tokens.get(url) for url in self.urls)
+
     def poll_once(self) -> dict[str, Any]:
-        nodes = list(self._pool.map(lambda u: fetch_node(u, self.tokens.get(u), self.timeout), self.urls))
+        """Ask every node not still busy with the last request, wait for them up to `timeout`, publish."""
+        deadline = time.monotonic() + self.timeout + 0.5
+        with self._submit:  # the poll thread and a first page request may poll at once
+            for url in self.urls:
+                if url not in self._inflight or not self._inflight[url].is_alive():
+                    thread = threading.Thread(target=self._fetch, args=(url,), name="hangwatch-fleet-node", daemon=True)
+                    self._inflight[url] = thread
+                    thread.start()
+            waiting = list(self._inflight.values())
+        for thread in waiting:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        with self._submit:
+            late = {url for url, thread in self._inflight.items() if thread.is_alive()}
+        with self._lock:
+            nodes = [_down(node_name(url), url, f"no answer within {self.timeout:g} s") if url in late or url not in self._latest
+                     else self._latest[url] for url in self.urls]
         now = time.time()
-        for node in nodes:
+        for index, node in enumerate(nodes):  # since when each agent has not answered ("unreachable since 20:41")
             if node.get("error"):
-                node["down_since"] = self._down_since.setdefault(node["url"], now)
+                nodes[index] = {**node, "down_since": self._down_since.setdefault(node["url"], now)}
             else:
                 self._down_since.pop(node["url"], None)
-        data = page_data("fleet", f"hangwatch fleet · {len(nodes)} nodes", nodes, generated_at=time.time(),
-                         fleet=apart(nodes))
+        try:
+            fleet = apart(nodes)
+        except Exception as exc:  # noqa: BLE001 - whatever an agent sent, the poll goes on
+            fleet = {"apart": [], "why": f"cannot compare the nodes: {type(exc).__name__}"}
+        data = page_data("fleet", f"hangwatch fleet · {len(nodes)} nodes", nodes, generated_at=time.time(), fleet=fleet)
         with self._lock:
             self._data = data
         return data
+
+    def _fetch(self, url: str) -> None:
+        try:
+            node = fetch_node(url, self.tokens.get(url), self.timeout)
+        except Exception as exc:  # noqa: BLE001 - one node's failure is that node's row
+            node = _down(node_name(url), url, f"{type(exc).__name__}: {redact_string(str(exc))[:200]}")
+        with self._lock:
+            self._latest[url] = node
 
     def data(self) -> dict[str, Any] | None:
         with self._lock:
@@ -213,29 +319,38 @@ class Fleet:
     def _run(self) -> None:
         while not self._stop.is_set():
             started = time.monotonic()
-            self.poll_once()
+            try:
+                self.poll_once()
+            except Exception:  # noqa: BLE001 - the polling thread outlives any one bad round
+                pass
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
 
     def stop(self) -> None:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=self.timeout + 2)
-        self._pool.shutdown(wait=False)
 
 
 # ---------------------------------------------------------------- the fleet's own page
 
 
 def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
-    """GET / (the page, fleet mode), /snapshot (every node's data), /report.html, /healthz; the API's guard."""
+    """GET / (the page, fleet mode), /snapshot (every node's data), /report.html, /healthz; the API's guard.
+
+    The fleet's page holds what its agents gave it: when they need a token, so does the page (a
+    FleetError without one); without a token only loopback Host names are answered (DNS rebinding)."""
     from fastapi import FastAPI, Response
     from fastapi.responses import HTMLResponse
 
-    from hangwatch.sinks.api import _Guard, page_headers
+    from hangwatch.sinks.api import _LOOPBACK_NAMES, _Guard, page_headers
     from hangwatch.sinks.web import render_page
 
+    if fleet.holds_tokens and not token:
+        raise FleetError("the nodes' agents need a token, so the fleet page needs one too: give --token "
+                         "(or HANGWATCH_TOKEN), or it would hand their data to anyone who reaches it")
     app = FastAPI(title="hangwatch fleet", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.token = token
+    app.state.hosts = set(_LOOPBACK_NAMES)
 
     def current() -> dict[str, Any]:
         return fleet.data() or fleet.poll_once()
@@ -259,12 +374,17 @@ def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
         html, policy = render_page("report", title=data["title"], data=data)
         return HTMLResponse(html, headers=page_headers(policy))
 
-    app.add_middleware(_Guard, token=token, max_body=64 * 1024, rate=50.0)
+    app.add_middleware(_Guard, token=token, max_body=64 * 1024, rate=50.0, hosts=app.state.hosts)
     return app
 
 
 def summary_lines(data: Mapping[str, Any]) -> list[str]:
-    """The fleet in a few lines for a terminal: which node stands apart, then each node."""
+    """The fleet in a few lines for a terminal: which node stands apart, then each node. Every
+    string came from an agent (a hostile one too): each line goes through `terminal_text`."""
+    return [terminal_text(line) for line in _summary_lines(data)]
+
+
+def _summary_lines(data: Mapping[str, Any]) -> list[str]:
     fleet = data.get("fleet") or {}
     names = fleet.get("apart") or []
     lines = [f"node {', '.join(names)} stands apart: {fleet.get('why')}" if names else str(fleet.get("why"))]

@@ -35,10 +35,13 @@ async def _call(endpoint: Any) -> Any:
     # Query(...) defaults hold their plain default in `.default` (history's limit=100)
     kwargs = {name: getattr(p.default, "default", p.default) for name, p in inspect.signature(endpoint).parameters.items()
               if p.default is not inspect.Parameter.empty}
-    if inspect.iscoroutinefunction(endpoint):
-        result = await endpoint(**kwargs)
-    else:
-        result = await run_in_threadpool(endpoint, **kwargs)
+    try:
+        if inspect.iscoroutinefunction(endpoint):
+            result = await endpoint(**kwargs)
+        else:
+            result = await run_in_threadpool(endpoint, **kwargs)
+    except Exception:  # noqa: BLE001 - one part that fails (a damaged history) leaves its section out, not the page
+        return None
     if isinstance(result, Response):
         if result.status_code != 200 or not result.media_type or "json" not in result.media_type:
             return None

@@ -13,13 +13,13 @@ import pytest
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.logfind import (
-    LogLocation,
+    LogGuard,
     RuntimeRoots,
     container_ids,
     find_log,
     pipe_readers,
 )
-from helpers.liveprocs import Spawner, wait_json, wait_until
+from helpers.liveprocs import Spawner, wait_json
 
 # The "server": says its pid in a file, writes a line to stderr, then waits.
 WRITER = (
@@ -52,7 +52,8 @@ def test_tee_with_a_relative_path(spawner: Spawner, tmp_path: Path) -> None:
 
 def test_a_shell_redirect_behind_the_pipe(spawner: Spawner, tmp_path: Path) -> None:
     pid = start_behind(spawner, tmp_path, "2>&1 | cat >> out.log")
-    assert find_log(pid) == LogLocation(str(tmp_path / "out.log"), "plain", wait_until(lambda: find_log(pid).via))
+    found = find_log(pid)
+    assert (found.path, found.format, found.guard) == (str(tmp_path / "out.log"), "plain", LogGuard(os.getuid(), found.guard.gids if found.guard else ()))
     assert "cat (pid" in find_log(pid).via
 
 
@@ -192,3 +193,12 @@ def test_a_reader_that_is_no_copier_is_not_taken_for_the_log(spawner: Spawner, t
     pid = start_behind(spawner, tmp_path, f"2>&1 | {shlex.quote(sys.executable)} -c {shlex.quote(reader)} > other.txt")
     with pytest.raises(SourceUnavailable, match="nor is it a copier"):
         find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none")))
+
+
+def test_tee_writing_through_a_linked_folder(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN `| tee -a logs/server.log` where logs/ is a link (a worktree's lab/.work): the fd names the real file
+    (tmp_path / "real").mkdir()
+    (tmp_path / "logs").symlink_to(tmp_path / "real")
+    pid = start_behind(spawner, tmp_path, f"2>&1 | tee -a {tmp_path / 'logs' / 'server.log'} > /dev/null")
+    found = find_log(pid)
+    assert found.path == str(tmp_path / "real" / "server.log") and "tee" in found.via
