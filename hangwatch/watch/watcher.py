@@ -57,6 +57,7 @@ from hangwatch.watch.observation import (
 )
 from hangwatch.watch.published import StaticView
 from hangwatch.watch.rings import GpuRing, LogRing, StackRing, VerdictChanges
+from hangwatch.watch.skim import phase_needles
 
 __all__ = ["WatchConfig", "Watcher"]
 
@@ -101,8 +102,11 @@ class Watcher:
         self._clock, self._wall = clock, wall
         self.started = clock()
         self.started_wall = wall()
-        self.sources: Sources = sources if sources is not None else LiveSources(server, config)
-        self.log = LogRing(self.sources.parse_lines)
+        self.sources: Sources = sources if sources is not None else LiveSources(
+            server, config, rules=self.rules)
+        # the classifier sees the newest evidence_log_lines (phase events are kept apart): more would
+        # only be parsed to sit unused
+        self.log = LogRing(self.sources.parse_lines, max_lines=config.evidence_log_lines, overflow_needles=phase_needles())
         self.stacks = StackRing()
         self.gpus = GpuRing()
         self.transitions = VerdictChanges()
