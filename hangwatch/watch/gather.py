@@ -55,11 +55,14 @@ _SEEK_HEAD = 4 << 20
 _SEEK_BACK = 12 << 20
 _SEEK_LINES = 2_000  # phase lines kept from each stretch (a serving log's access lines are markers)
 # A burst: more unread than this at a tick is skimmed (watch/skim.py) instead of read in 256 KiB
-# steps of text; up to _SKIM_PER_TICK a tick (the newest 256 KiB read whole), and a backlog beyond
-# _SKIM_BEHIND is skipped unread, the skip stated in `missing` (docs/live.md, Bursts).
+# steps of text: in pieces, for up to _SKIM_TICK_S of a tick (the newest 256 KiB read whole); a
+# backlog of more than _SKIM_BEHIND_S of skimming is skipped unread, the skip stated in `missing`
+# (docs/live.md, Bursts). So a burst leaves the loop a few seconds behind at most.
 _BURST_BACKLOG = 1 << 20  # 4 ticks of text: past it, a tick reads all that it may
-_SKIM_PER_TICK = 64 << 20
-_SKIM_BEHIND = 2 * _SKIM_PER_TICK
+_SKIM_PIECE = 4 << 20
+_SKIM_TICK_S = 0.5
+_SKIM_BEHIND_S = 2.0
+_SKIM_RATE = 32 << 20  # bytes/s skimmed, until measured
 
 
 @dataclass(frozen=True)
@@ -115,8 +118,9 @@ class Sources(Protocol):
     def stacks_possible(self) -> bool: ...
     def parse_lines(self, data: bytes, start_lineno: int) -> Sequence[LogLine]: ...
     def read_log(self) -> bytes: ...
-    def read_procs(self) -> list[ProcessRecord]:
-        """The server's process tree; SourceUnavailable once its root is gone."""
+    def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
+        """The server's process tree; SourceUnavailable once its root is gone. `rescan=False`:
+        the processes of the last scan read again, without looking for new ones (ladder)."""
         ...
     def read_ports(self) -> None: ...
     def read_health(self) -> None: ...
@@ -140,6 +144,7 @@ class LiveSources:
         self._rules = rules
         self._skim_needles: frozenset[str] | None = None  # made at the first burst (0.1 s)
         self.skipped_bytes = 0  # of bursts, unread (said in missing)
+        self._skim_rate = float(_SKIM_RATE)  # measured while skimming: how much a tick can take
         self.config = config
         self.root_pid: int = server.launcher_pid
         self.latencies: dict[str, float] = {}
@@ -161,9 +166,9 @@ class LiveSources:
         self.peers: tuple[int, ...] = ()
         self._peers_at = float("-inf")
 
-    def read_procs(self) -> list[ProcessRecord]:
+    def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
         with self._timed("procs"):
-            return self._sampler.sample(self.root_pid, self._current_peers())
+            return self._sampler.sample(self.root_pid, self._current_peers(), rescan=rescan)
 
     def _current_peers(self) -> tuple[int, ...]:
         """Other node ranks' launchers on this host (sources/peers.py), looked for again every
@@ -285,28 +290,46 @@ class LiveSources:
         return b"".join(line + b"\n" for line in found)
 
     def _read_burst(self, tail: LogTail, needles: frozenset[str]) -> bytes:
-        """A backlog too big to read in steps: the newest text whole, the lines before it
-        skimmed for what a rule or phase marker could match; what is beyond the skim budget (or
-        does not repeat, see watch/skim.py) is skipped, and `missing` says how much."""
-        skipped = tail.skip(tail.backlog() - _SKIM_PER_TICK) if tail.backlog() > _SKIM_BEHIND else 0
-        start, chunks = tail.bytes_seen, []
-        while tail.bytes_seen - start < _SKIM_PER_TICK:
+        """A backlog too big to read in steps: skimmed for what a rule or phase marker could match
+        (watch/skim.py) in pieces, for up to _SKIM_TICK_S of the tick, the newest text read whole.
+        A backlog of more than _SKIM_BEHIND_S of skimming (at the rate measured here) is skipped
+        unread, as are lines that never repeat; `missing` says how much."""
+        behind = max(2 * _SKIM_PIECE, int(self._skim_rate * _SKIM_BEHIND_S))
+        skipped = tail.skip(tail.backlog() - behind) if tail.backlog() > behind else 0
+        out, started = [], time.monotonic()
+        while time.monotonic() - started < _SKIM_TICK_S:
             before = tail.bytes_seen
-            chunks.append(tail.read_new())
+            piece = self._read_piece(tail)
             if tail.bytes_seen == before:
                 break
-        data = b"".join(chunks)
-        cut = data.rfind(b"\n", 0, max(0, len(data) - _LOG_TEXT_PER_TICK)) + 1
-        older, newest = data[:cut], data[cut:]
-        skimmed = skim(older, needles) if older else None
-        if older and skimmed is None:
-            skipped += len(older)
+            caught_up = tail.backlog() <= _LOG_TEXT_PER_TICK
+            cut = piece.rfind(b"\n", 0, max(0, len(piece) - _LOG_TEXT_PER_TICK)) + 1 if caught_up else len(piece)
+            t0 = time.monotonic()
+            skimmed = skim(piece[:cut], needles) if cut else None
+            if cut:
+                spent = max(time.monotonic() - t0, 1e-3)
+                self._skim_rate = 0.5 * self._skim_rate + 0.5 * cut / spent
+            if cut and skimmed is None:
+                skipped += cut
+            out.append((skimmed.data if skimmed is not None else b"") + piece[cut:])
+            if caught_up:
+                break
         self.skipped_bytes += skipped
         if self.skipped_bytes:
             self._missing["log_burst"] = Missing(
                 "log_burst", f"a log burst outran the reader: {self.skipped_bytes / 2**20:.0f} MiB skipped unread",
                 "lines beyond the skim rate (docs/live.md, Bursts) are not read; the log file still has them")
-        return (skimmed.data if skimmed is not None else b"") + newest
+        return b"".join(out)
+
+    @staticmethod
+    def _read_piece(tail: LogTail) -> bytes:
+        start, chunks = tail.bytes_seen, []
+        while tail.bytes_seen - start < _SKIM_PIECE:
+            before = tail.bytes_seen
+            chunks.append(tail.read_new())
+            if tail.bytes_seen == before:
+                break
+        return b"".join(chunks)
 
     def close(self) -> None:
         """Stop what the log reader runs (journalctl) and the health prober's thread."""

@@ -14,6 +14,7 @@ from hangwatch.classify import load_rules
 from hangwatch.engines import get_engine
 from hangwatch.parse.logs import read_log_lines
 from hangwatch.watch import WatchConfig, gather
+from hangwatch.watch import skim as skim_module
 from hangwatch.watch.gather import LiveSources
 from hangwatch.watch.rings import LogRing
 from hangwatch.watch.skim import phase_needles, skim
@@ -48,8 +49,11 @@ RULES = load_rules()
 @pytest.fixture(autouse=True)
 def _small_skim_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bursts of tens of MiB instead of hundreds: the same paths, at a test's cost."""
-    monkeypatch.setattr(gather, "_SKIM_PER_TICK", 8 << 20)
-    monkeypatch.setattr(gather, "_SKIM_BEHIND", 16 << 20)
+    monkeypatch.setattr(gather, "_SKIM_PIECE", 1 << 20)
+    monkeypatch.setattr(gather, "_SKIM_TICK_S", 60.0)  # the test host may be slow: no time limit
+    monkeypatch.setattr(gather, "_SKIM_BEHIND_S", 1.0)
+    monkeypatch.setattr(gather, "_SKIM_RATE", 16 << 20)  # 16 MiB behind is skipped
+    monkeypatch.setattr(skim_module, "MIN_SHAPE_BUDGET", 64 << 10)
 
 
 def _prefill(n: int, start: int = 0) -> bytes:
@@ -146,7 +150,7 @@ def test_a_burst_is_caught_up_in_a_few_ticks_with_its_failures_and_phase_lines(t
             if n == 7:
                 fh.write(phase)
         fh.write(b"[2026-12-01 22:19:30] The last line of the burst\n")
-    assert log.stat().st_size > gather._SKIM_PER_TICK
+    assert log.stat().st_size > 8 * gather._SKIM_PIECE
     out, ticks = _drain(sources)
     read = b"".join(out)
     assert ticks <= 3, ticks
@@ -161,7 +165,7 @@ def test_a_burst_beyond_the_skim_rate_is_skipped_and_said_in_missing(tmp_path: P
     sources = _sources(log)
     sources.read_log()
     with log.open("ab") as fh:
-        fh.truncate(len(START) + gather._SKIM_BEHIND + (8 << 20))  # a stretch of NULs, then the newest lines
+        fh.truncate(len(START) + (32 << 20))  # a stretch of NULs, then the newest lines
         fh.seek(0, os.SEEK_END)
         fh.write(b"\n" + TRACEBACK)
     out, ticks = _drain(sources)
