@@ -79,6 +79,11 @@ class LogTail:
             return b""
         return os.pread(self._fh.fileno(), size, offset)
 
+    @property
+    def offset(self) -> int:
+        """The read position in the held file."""
+        return self._pos
+
     def backlog(self) -> int:
         """Bytes the held file has that were not read yet (a burst outgrowing the reads)."""
         if self._fh is None:

@@ -35,7 +35,7 @@ from hangwatch.sources.logtail import LogTail
 from hangwatch.sources.peers import find_peers
 from hangwatch.sources.ports import read_listening
 from hangwatch.sources.procs import ProcessSampler
-from hangwatch.watch.skim import phase_needles, rule_needles, skim
+from hangwatch.watch.skim import TRACEBACK_LINES, phase_needles, rule_needles, skim
 
 __all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_version"]
 
@@ -63,6 +63,11 @@ _SKIM_PIECE = 4 << 20
 _SKIM_TICK_S = 0.5
 _SKIM_BEHIND_S = 2.0
 _SKIM_RATE = 32 << 20  # bytes/s skimmed, until measured
+# ... but the tracebacks of a skipped stretch are still found: one needle searched at C speed
+_TRACEBACK = b"Traceback (most recent call last)"
+_RESCUE_S = 1.0
+_RESCUE_PIECE = 16 << 20
+_RESCUE_BYTES = 64 << 10  # of a traceback: its first TRACEBACK_LINES lines within these
 
 
 @dataclass(frozen=True)
@@ -295,8 +300,11 @@ class LiveSources:
         A backlog of more than _SKIM_BEHIND_S of skimming (at the rate measured here) is skipped
         unread, as are lines that never repeat; `missing` says how much."""
         behind = max(2 * _SKIM_PIECE, int(self._skim_rate * _SKIM_BEHIND_S))
-        skipped = tail.skip(tail.backlog() - behind) if tail.backlog() > behind else 0
-        out, started = [], time.monotonic()
+        out, started, skipped = [], time.monotonic(), 0
+        if tail.backlog() > behind:
+            offset = tail.offset
+            skipped = tail.skip(tail.backlog() - behind)
+            out.append(_rescued_tracebacks(tail, offset, offset + skipped))
         while time.monotonic() - started < _SKIM_TICK_S:
             before = tail.bytes_seen
             piece = self._read_piece(tail)
@@ -445,6 +453,26 @@ class LiveSources:
 
     def _timed(self, name: str) -> _Timer:
         return _Timer(self.latencies, name)
+
+
+def _rescued_tracebacks(tail: LogTail, start: int, end: int) -> bytes:
+    """The tracebacks in a skipped stretch (a crash is what a burst must not hide): one C-level
+    search for their first line, in pieces, for at most _RESCUE_S; each kept with the lines after
+    it (its frames and exception, as watch/skim.py keeps them)."""
+    out, began, offset = [], time.monotonic(), start
+    while offset < end and time.monotonic() - began < _RESCUE_S:
+        piece = tail.read_at(offset, min(_RESCUE_PIECE, end - offset) + len(_TRACEBACK))
+        found = piece.find(_TRACEBACK)
+        while found >= 0 and offset + found < end:
+            line_start = piece.rfind(b"\n", 0, found) + 1
+            if line_start == 0 and offset > start:
+                line_start = found  # its line began in the previous piece: from the marker on
+            block = tail.read_at(offset + line_start, _RESCUE_BYTES)
+            lines = block.split(b"\n")[:TRACEBACK_LINES]
+            out.append(b"\n".join(lines[:-1]) + b"\n" if len(lines) > 1 else b"")
+            found = piece.find(_TRACEBACK, found + 1)
+        offset += _RESCUE_PIECE
+    return b"".join(out)
 
 
 def _whole_lines(data: bytes, cut_front: bool) -> bytes:

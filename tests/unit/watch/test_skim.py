@@ -165,11 +165,14 @@ def test_a_burst_beyond_the_skim_rate_is_skipped_and_said_in_missing(tmp_path: P
     sources = _sources(log)
     sources.read_log()
     with log.open("ab") as fh:
+        fh.write(_prefill(1_000) + TRACEBACK.replace(b"TP1", b"TP0"))  # in what will be skipped
         fh.truncate(len(START) + (32 << 20))  # a stretch of NULs, then the newest lines
         fh.seek(0, os.SEEK_END)
         fh.write(b"\n" + TRACEBACK)
     out, ticks = _drain(sources)
-    assert ticks <= 3 and TRACEBACK in b"".join(out)
+    read = b"".join(out)
+    assert ticks <= 3 and TRACEBACK in read
+    assert TRACEBACK.replace(b"TP1", b"TP0") in read  # a skipped traceback is still found
     missing = {m.source: m.reason for m in sources.missing()}
     assert "log_burst" in missing and "MiB skipped unread" in missing["log_burst"], missing
 
