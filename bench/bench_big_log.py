@@ -120,7 +120,9 @@ def burst(pid: int, start: bytes, tmp: Path, mb_s: float, seconds: float) -> Non
             fh.write(block)
             written += len(block)
             if n == int(seconds * 5):
-                fh.write(TRACEBACK + INNER_PHASE)
+                fh.write(TRACEBACK)
+            if n == int(seconds * 8):
+                fh.write(INNER_PHASE)
             fh.flush()
             time.sleep(max(0.0, began + (n + 1) / 10 - time.monotonic()))
         rate = written / (time.monotonic() - began) / 1e6

@@ -9,7 +9,7 @@ import sys
 import typer
 
 from hangwatch._version import __version__
-from hangwatch.cli import causes, fleet, live, offline, preflight
+from hangwatch.cli import causes, fleet, history, live, offline, preflight
 from hangwatch.errors import HangwatchError
 from hangwatch.redact import redact_text, terminal_safe
 
@@ -22,6 +22,8 @@ app = typer.Typer(
 )
 rules_app = typer.Typer(help="Validate and test rule files.", no_args_is_help=True)
 app.add_typer(rules_app, name="rules")
+history_app = typer.Typer(help="The SQLite history of transitions, episodes, alerts and past starts.", no_args_is_help=True)
+app.add_typer(history_app, name="history")
 
 
 def _print_version(value: bool) -> None:
@@ -46,6 +48,7 @@ app.command()(live.collect)
 app.command()(causes.causes)
 app.command(context_settings={"allow_interspersed_args": False})(preflight.preflight)
 app.command()(fleet.fleet)
+history_app.command("prune")(history.prune)
 
 
 def main() -> None:
