@@ -54,7 +54,7 @@ def make_big(path: Path, start: bytes, size: int) -> None:
         fh.write(serving(8 << 20))
 
 
-def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int) -> None:
+def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli_runs: bool = True) -> None:
     from hangwatch.classify import load_rules
     from hangwatch.sources.discover import discover
     from hangwatch.watch import WatchConfig, Watcher
@@ -63,25 +63,33 @@ def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int) -> 
     try:
         make_big(big, start, gib << 30)
         cli, inproc, log_s = [], [], []
-        for _ in range(repeat):
+        for _ in range(repeat if cli_runs else 0):
             t0 = time.perf_counter()
             out = subprocess.run([HANGWATCH, "attach", str(pid), "--log", str(big), "--json", "--exit-on",
                                   "ready,stalled,crashed,starting,progressing"], capture_output=True, timeout=120)
             cli.append(time.perf_counter() - t0)
             assert out.stdout.strip(), out.stderr.decode()[-500:]
         rules = load_rules()
+        small = tmp / "start-only.log"
+        small.write_bytes(start)
+        reference = []
         for _ in range(repeat):
-            t0 = time.perf_counter()
-            watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(big)))
-            _, verdict = watcher.tick()
-            inproc.append(time.perf_counter() - t0)
-            log_s.append(watcher.sources.latencies.get("log", 0.0))
-            phases = sorted({p.event.phase.value for p in watcher.log.phases}, key=lambda v: v)
-            seen = watcher.sources.log_bytes_seen
-            watcher.close()
-        print(f"1. first verdict on a {gib} GiB log: {_spread(cli)} s from process start (`hangwatch attach`); "
-              f"in process {_spread(inproc)} s (discover + first tick; of it the log read {_spread(log_s)} s); "
-              f"{verdict.state.value}, phases {', '.join(phases)}; {seen / 2**20:.1f} MiB read; load average {os.getloadavg()[0]:.1f}")
+            for path, times in ((big, inproc), (small, reference)):
+                t0 = time.perf_counter()
+                watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(path)))
+                _, verdict = watcher.tick()
+                times.append(time.perf_counter() - t0)
+                if path == big:
+                    log_s.append(watcher.sources.latencies.get("log", 0.0))
+                    phases = sorted({p.event.phase.value for p in watcher.log.phases})
+                    seen = watcher.sources.log_bytes_seen
+                    state = verdict.state.value
+                watcher.close()
+        from_start = f"{_spread(cli)} s from process start (`hangwatch attach`); " if cli else ""
+        print(f"1. first verdict on a {gib} GiB log: {from_start}"
+              f"in process {_spread(inproc)} s (discover + first tick; of it reading the log, seeks and skims included, {_spread(log_s)} s), the same "
+              f"on the {len(start) / 1024:.0f} KiB start alone {_spread(reference)} s; {state}, phases {', '.join(phases)}; "
+              f"{seen / 2**20:.1f} MiB read; load average {os.getloadavg()[0]:.1f}")
     finally:
         big.unlink(missing_ok=True)
 
@@ -154,6 +162,7 @@ def main() -> None:
     parser.add_argument("--burst-mb-s", type=float, default=60.0)
     parser.add_argument("--burst-s", type=float, default=10.0)
     parser.add_argument("--no-burst", action="store_true")
+    parser.add_argument("--no-cli", action="store_true", help="time the first verdict in process only")
     args = parser.parse_args()
     procs = Procs()
     with tempfile.TemporaryDirectory(prefix="hw-bench-big-") as tmp_name:
@@ -164,7 +173,7 @@ def main() -> None:
             wait_for_text(log, "fired up")
             start = log.read_bytes()
             for gib in (int(s) for s in args.sizes.split(",") if s):
-                first_verdicts(server.pid, start, tmp, gib, args.repeat)
+                first_verdicts(server.pid, start, tmp, gib, args.repeat, not args.no_cli)
             if not args.no_burst:
                 burst(server.pid, start, tmp, args.burst_mb_s, args.burst_s)
         finally:

@@ -11,7 +11,8 @@ One `hangwatch attach PID --json` runs per configuration; it is paused (SIGSTOP)
 windows and resumed (SIGCONT) for the `watched` ones, so no window holds its start-up. Each pair is
 one alone and one watched window of WINDOW s, their order alternating pair by pair (a drift in the
 host's load falls on both sides). The ratio per pair is the time per work unit watched over alone
-(1.01: the rank took 1 % longer watched); printed as median, min and max over the pairs.
+(1.01: the rank took 1 % longer watched), and the same of the rank's own CPU time per unit (on a
+loaded host the steadier one); printed as median, min and max over the pairs.
 
 Configurations: Python stacks on (py-spy, the default) and off (`HANGWATCH_PYSPY` naming no
 program: the stacks rung is reported missing); the native rung is allowed in both (the default
@@ -51,16 +52,20 @@ def _rate_line(rate_file: Path) -> tuple[float, int]:
     return float(t), int(units)
 
 
-def _window(rate_file: Path, seconds: float) -> float:
-    """Seconds per work unit over about `seconds` (between two of the rank's own reports)."""
+def _window(rate_file: Path, rank: psutil.Process, seconds: float) -> tuple[float, float]:
+    """(wall seconds, the rank's CPU seconds) per work unit over about `seconds`, between two of
+    the rank's own reports. CPU time per unit is not moved by how often the host's scheduler runs
+    the rank, only by what watching costs it (its caches, its memory map's lock): on a loaded
+    host it is the steadier figure of the two."""
     time.sleep(1.05)  # a report written after this window began
-    a = _rate_line(rate_file)
+    a, cpu_a = _rate_line(rate_file), sum(rank.cpu_times()[:2])
     time.sleep(seconds)
-    b = _rate_line(rate_file)
-    return (b[0] - a[0]) / max(1, b[1] - a[1])
+    b, cpu_b = _rate_line(rate_file), sum(rank.cpu_times()[:2])
+    units = max(1, b[1] - a[1])
+    return (b[0] - a[0]) / units, (cpu_b - cpu_a) / units
 
 
-def pairs(server_pid: int, rate_file: Path, *, stacks: bool, n: int, window: float) -> dict[str, Any]:
+def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: bool, n: int, window: float) -> dict[str, Any]:
     env = dict(os.environ)
     if not stacks:
         env["HANGWATCH_PYSPY"] = "/nonexistent/py-spy"
@@ -75,23 +80,24 @@ def pairs(server_pid: int, rate_file: Path, *, stacks: bool, n: int, window: flo
         while not lines and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(3.0)  # past the first ticks: the steady state a sidecar lives in
-        ratios, cpu_watched, wall_watched = [], 0.0, 0.0
+        ratios, cpu_ratios, cpu_watched, wall_watched = [], [], 0.0, 0.0
         for i in range(n):
             order = ("alone", "watched") if i % 2 == 0 else ("watched", "alone")
             per_unit = {}
             for side in order:
                 if side == "alone":
                     os.kill(watch.pid, signal.SIGSTOP)
-                    per_unit[side] = _window(rate_file, window)
+                    per_unit[side] = _window(rate_file, rank, window)
                     os.kill(watch.pid, signal.SIGCONT)
                 else:
                     cpu0, t0 = _cpu(me), time.monotonic()
-                    per_unit[side] = _window(rate_file, window)
+                    per_unit[side] = _window(rate_file, rank, window)
                     cpu_watched += _cpu(me) - cpu0
                     wall_watched += time.monotonic() - t0
-            ratios.append(per_unit["watched"] / per_unit["alone"])
+            ratios.append(per_unit["watched"][0] / per_unit["alone"][0])
+            cpu_ratios.append(per_unit["watched"][1] / per_unit["alone"][1])
         state = lines[-1].decode().split('"state": "', 1)[-1].split('"', 1)[0] if lines else "none"
-        return {"ratios": ratios, "cpu": cpu_watched / wall_watched, "state": state}
+        return {"ratios": ratios, "cpu_ratios": cpu_ratios, "cpu": cpu_watched / wall_watched, "state": state}
     finally:
         try:
             os.kill(watch.pid, signal.SIGCONT)
@@ -183,12 +189,15 @@ def main() -> None:
                 time.sleep(2.0)
                 if args.attribution and kind == "cpu":
                     attribution(server.pid, args.attribution)
+                rank = next(p for p in psutil.Process(server.pid).children(recursive=True)
+                            if "scheduler_TP0" in " ".join(p.cmdline()))
                 for stacks in (True, False):
-                    found = pairs(server.pid, rate_file, stacks=stacks, n=args.pairs, window=args.window)
-                    r = found["ratios"]
-                    print(f"{kind} rank, Python stacks {'on ' if stacks else 'off'} (native rung allowed): watched/alone "
-                          f"median {statistics.median(r):.3f} (min {min(r):.3f}, max {max(r):.3f}; {len(r)} pairs of "
-                          f"{args.window:.0f} s); hangwatch {found['cpu'] * 100:.2f} % of one core, py-spy and ss included; "
+                    found = pairs(server.pid, rank, rate_file, stacks=stacks, n=args.pairs, window=args.window)
+                    r, c = found["ratios"], found["cpu_ratios"]
+                    print(f"{kind} rank, Python stacks {'on ' if stacks else 'off'} (native rung allowed), {len(r)} pairs of "
+                          f"{args.window:.0f} s: watched/alone time per unit median {statistics.median(r):.3f} (min {min(r):.3f}, "
+                          f"max {max(r):.3f}); the rank's CPU per unit median {statistics.median(c):.3f} (min {min(c):.3f}, "
+                          f"max {max(c):.3f}); hangwatch {found['cpu'] * 100:.2f} % of one core, py-spy and ss included; "
                           f"verdict {found['state']}; load average {os.getloadavg()[0]:.1f}", flush=True)
             finally:
                 procs.stop()
