@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -214,3 +215,29 @@ def test_a_rank_sampled_while_it_exits_keeps_its_title_through_every_later_sampl
     assert (window.rank, window.state, dead.rank, dead.alive) == ("TP1", "R", "TP1", False)
     renamed = ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker_TP0", role="worker", rank="TP0")
     assert keep_title(ProcessRecord(pid=7, ppid=1, cmdline="VLLM::Worker", role="worker"), renamed) == renamed
+
+
+def test_without_a_rescan_the_known_tree_is_read_again_and_a_gone_process_forces_one(spawner: Spawner, tmp_path) -> None:
+    # GIVEN a parent with one child, sampled once (a full scan); SIGUSR1 starts a second child, SIGUSR2 kills the first
+    code = """
+import json, os, signal, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])]
+signal.signal(signal.SIGUSR1, lambda *a: kids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])))
+signal.signal(signal.SIGUSR2, lambda *a: kids[0].kill())
+open(os.environ["HW_READY"], "w").write(json.dumps([k.pid for k in kids]))
+while True:
+    time.sleep(60)
+"""
+    parent, kids = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    assert set(by_pid(sampler.sample(parent.pid))) == {parent.pid, kids[0]}
+    # WHEN the parent starts a second child: without a rescan it is not looked for, with one it is
+    os.kill(parent.pid, signal.SIGUSR1)
+    wait_until(lambda: len(read_procs(parent.pid)) == 3, 10)
+    assert set(by_pid(sampler.sample(parent.pid, rescan=False))) == {parent.pid, kids[0]}
+    assert len(sampler.sample(parent.pid, rescan=True)) == 3
+    # WHEN a known child exits: the next sample without a rescan scans anyway, and reports it exited
+    os.kill(parent.pid, signal.SIGUSR2)
+    wait_until(lambda: not by_pid(read_procs(parent.pid)).get(kids[0], ProcessRecord(0, None, "", "other", alive=False)).alive, 10)
+    records = by_pid(sampler.sample(parent.pid, rescan=False))
+    assert len([r for r in records.values() if r.alive]) == 2 and not records[kids[0]].alive
