@@ -3,7 +3,7 @@
     python bench/bench_big_log.py [--sizes 1,10] [--burst-mb-s 60] [--burst-s 10] [--repeat 5]
 
 1. first verdict on an existing log of 1 GiB and 10 GiB (sparse: a real start at its head, a hole,
-   8 MiB of real serving lines at its end): `hangwatch attach PID --log BIG --json` from process
+   16 MiB of real serving lines at its end): `hangwatch attach PID --log BIG --json` from process
    start to its first verdict, and in process (rules loaded) discover + the first tick; with the
    phases it found (the start's, at the head) and the bytes it read.
 2. a burst: a watched server's log gains BURST_MB_S MB/s for BURST_S s (serving lines, with a
@@ -51,7 +51,7 @@ def make_big(path: Path, start: bytes, size: int) -> None:
         fh.write(start)
         fh.truncate(size)  # a hole: size without disk
         fh.seek(size)
-        fh.write(serving(8 << 20))
+        fh.write(serving(16 << 20))  # real lines in the start tail and in the stretch searched before it
 
 
 def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli_runs: bool = True) -> None:

@@ -52,7 +52,7 @@ _LOG_TEXT_PER_TICK = 256 << 10
 # Attaching to a big log: its phase lines before the start tail are looked for by seeking, never
 # by reading it all: in its first few MiB (the first start) and in the stretch before the tail.
 _SEEK_HEAD = 4 << 20
-_SEEK_BACK = 12 << 20
+_SEEK_BACK = 4 << 20
 _SEEK_LINES = 2_000  # phase lines kept from each stretch (a serving log's access lines are markers)
 # A burst: more unread than this at a tick is skimmed (watch/skim.py) instead of read in 256 KiB
 # steps of text: in pieces, for up to _SKIM_TICK_S of a tick (the newest 256 KiB read whole); a
