@@ -13,7 +13,7 @@ import typer
 import typer.main
 
 from hangwatch._version import __version__
-from hangwatch.cli import causes, fleet, live, offline, preflight
+from hangwatch.cli import causes, fleet, history, live, offline, preflight
 from hangwatch.errors import HangwatchError
 from hangwatch.redact import redact_text, terminal_safe
 
@@ -28,6 +28,9 @@ app = typer.Typer(
 )
 rules_app = typer.Typer(help="Validate and test rule files.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(rules_app, name="rules")
+history_app = typer.Typer(help="The SQLite history of transitions, episodes, alerts and past starts.", no_args_is_help=True,
+                          rich_markup_mode=None)
+app.add_typer(history_app, name="history")
 
 
 def _print_version(value: bool) -> None:
@@ -54,6 +57,7 @@ EXAMPLES = {
     "causes": "hangwatch causes nccl_init",
     "preflight": "hangwatch preflight -- vllm serve M --tensor-parallel-size 2",
     "fleet": "hangwatch fleet http://node1:9464 http://node2:9464 --token-file T --once",
+    "prune": "hangwatch history prune --days 7",
 }
 
 
@@ -69,6 +73,7 @@ SUMMARIES = {
     "causes": "Print the causes a verdict can name.",
     "preflight": "Check the host and the command before the launch.",
     "fleet": "Show several nodes' agents as one.",
+    "prune": "Drop old history now (a daemon prunes itself).",
 }
 
 
@@ -89,6 +94,7 @@ _add(app, "collect", live.collect)
 _add(app, "causes", causes.causes)
 _add(app, "preflight", preflight.preflight, options_after_args=False)
 _add(app, "fleet", fleet.fleet)
+_add(history_app, "prune", history.prune)
 
 
 _NAMED = {"host": "ADDR", "token": "TOKEN", "exit_on": "STATES", "pid": "PID", "port": "PORT",

@@ -4,6 +4,13 @@ deliveries, and past starts (phase durations per setup: the learned budgets and 
 WAL mode, and every write in its own committed transaction, so that a daemon killed with -9 loses
 at most the write in flight and a restarted daemon knows which episode is open and which alerts
 already went out (it must not page anyone twice for one stall).
+
+Retention (a daemon lives for weeks): `prune()` drops what is older than `Retention.days` or
+beyond its row limits: transitions; ended episodes with their causes, alert records and outbox
+rows; past starts. An open episode, and an alert still owed (`pending`), are never dropped. A
+delivered alert's outbox payload (its record says `sent`, `failed` or `skipped`) is dropped at
+once: it is kept only to re-send. The store prunes itself every `Retention.every_writes` writes;
+`hangwatch history prune` does it by hand (docs/serving.md, Retention).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from typing import Any
 from hangwatch.errors import HangwatchError
 from hangwatch.watch.budgets import PastStart, SetupKey
 
-__all__ = ["DamagedHistory", "HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement"]
+__all__ = ["DamagedHistory", "HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement", "Retention"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transitions (
@@ -91,6 +98,17 @@ CREATE INDEX IF NOT EXISTS starts_setup ON starts (engine, version, model, tp, g
 # table -> its columns, read from _SCHEMA: a file whose tables lack one is not ours (or is damaged)
 _COLUMNS = {m[1]: tuple(line.split()[0] for line in m[2].strip().splitlines() if not line.strip().startswith(("UNIQUE", "PRIMARY")))
             for m in re.finditer(r"CREATE TABLE IF NOT EXISTS (\w+) \((.*?)\n\);", _SCHEMA, re.S)}
+
+
+@dataclass(frozen=True)
+class Retention:
+    """How much history the store keeps; rows go when older than `days` or beyond a limit."""
+
+    days: float = 30.0
+    max_transitions: int = 100_000
+    max_episodes: int = 10_000  # ended ones, with their causes, alert records and outbox rows
+    max_starts: int = 10_000
+    every_writes: int = 1_000  # the store prunes itself after this many writes (0: never)
 
 
 @dataclass(frozen=True)
@@ -174,9 +192,12 @@ class DamagedHistory(HistoryError):
 class HistoryStore:
     """One SQLite file; safe to share between the dispatcher thread and API request threads."""
 
-    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, path: str | Path, *, clock: Callable[[], float] = time.time,
+                 retention: Retention = Retention()) -> None:
         self.path = str(path)
         self._clock = clock
+        self.retention = retention
+        self._writes = 0
         # One connection behind a lock: writes are rare (transitions, alerts) and reads are small.
         self._lock = threading.Lock()
         _regular_or_absent(self.path)
@@ -225,7 +246,52 @@ class HistoryStore:
             self._db.close()
 
     def _tx(self) -> _Tx:
-        return _Tx(self._db, self._lock)
+        return _Tx(self._db, self._lock, self._wrote)
+
+    def _wrote(self) -> None:
+        """After each committed write (the lock released): prune every `every_writes` writes."""
+        self._writes += 1
+        every = self.retention.every_writes
+        if every and self._writes % every == 0:
+            self.prune()
+
+    # ------------------------------------------------------------ retention
+
+    def prune(self, retention: Retention | None = None, *, now: float | None = None) -> dict[str, int]:
+        """Drop what `retention` (the store's own by default) does not keep; returns rows dropped per table."""
+        keep = retention or self.retention
+        cutoff = (self._clock() if now is None else now) - keep.days * 86400.0
+        with _Tx(self._db, self._lock) as db:
+            gone = {"transitions": db.execute(
+                "DELETE FROM transitions WHERE at < ? OR id <= (SELECT id FROM transitions ORDER BY id DESC"
+                " LIMIT 1 OFFSET ?)", (cutoff, keep.max_transitions)).rowcount}
+            db.execute("CREATE TEMP TABLE IF NOT EXISTS pruned (id TEXT PRIMARY KEY)")
+            db.execute("DELETE FROM pruned")
+            db.execute(
+                "INSERT INTO pruned SELECT id FROM episodes WHERE ended IS NOT NULL"
+                " AND (ended < ? OR id IN (SELECT id FROM episodes ORDER BY started DESC LIMIT -1 OFFSET ?))"
+                " AND id NOT IN (SELECT episode_id FROM alerts WHERE status = 'pending')", (cutoff, keep.max_episodes))
+            gone["episodes"] = db.execute("DELETE FROM episodes WHERE id IN (SELECT id FROM pruned)").rowcount
+            gone["episode_causes"] = db.execute(
+                "DELETE FROM episode_causes WHERE episode_id IN (SELECT id FROM pruned)").rowcount
+            gone["alerts"] = db.execute(
+                "DELETE FROM alerts WHERE status != 'pending' AND (episode_id IN (SELECT id FROM pruned) OR (at < ?"
+                " AND episode_id NOT IN (SELECT id FROM episodes WHERE ended IS NULL)))", (cutoff,)).rowcount
+            # a payload is kept to re-send; once its record is final (or gone with its episode) it is not needed
+            gone["outbox"] = db.execute(
+                "DELETE FROM outbox WHERE episode_id IN (SELECT id FROM pruned) OR EXISTS (SELECT 1 FROM alerts a"
+                " WHERE a.episode_id = outbox.episode_id AND a.sink = outbox.sink AND a.kind = outbox.kind"
+                " AND a.status != 'pending')").rowcount
+            gone["starts"] = db.execute(
+                "DELETE FROM starts WHERE at < ? OR id <= (SELECT id FROM starts ORDER BY id DESC LIMIT 1 OFFSET ?)",
+                (cutoff, keep.max_starts)).rowcount
+        return gone
+
+    def counts(self) -> dict[str, int]:
+        """Rows per table (the soak bench and `hangwatch history prune` print them)."""
+        with self._lock:
+            return {table: self._db.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]  # noqa: S608 (fixed names)
+                    for table in ("transitions", "episodes", "episode_causes", "alerts", "outbox", "starts")}
 
     # ------------------------------------------------------------ transitions
 
@@ -403,8 +469,8 @@ def _phases(text: str) -> dict[str, float]:
 class _Tx:
     """`with store._tx() as db:` — the lock plus BEGIN IMMEDIATE/COMMIT (ROLLBACK on error)."""
 
-    def __init__(self, db: sqlite3.Connection, lock: threading.Lock) -> None:
-        self._db, self._lock = db, lock
+    def __init__(self, db: sqlite3.Connection, lock: threading.Lock, after: Callable[[], None] | None = None) -> None:
+        self._db, self._lock, self._after = db, lock, after
 
     def __enter__(self) -> sqlite3.Connection:
         self._lock.acquire()
@@ -420,3 +486,5 @@ class _Tx:
             self._db.execute("ROLLBACK" if exc_type else "COMMIT")
         finally:
             self._lock.release()
+        if self._after is not None and exc_type is None:
+            self._after()

@@ -55,6 +55,7 @@ class LogTail:
         self.start_tail_bytes = start_tail_bytes
         self.max_read_bytes = max_read_bytes
         self._start_end = 0  # where the file ended when first opened: up to there is the start tail
+        self._start_at = 0  # where the start tail began (0: the whole file is read)
         self.bytes_seen = 0  # bytes read from the log(s) so far, complete lines or not
         self.rotations = 0
         self._fh: BinaryIO | None = None
@@ -78,6 +79,43 @@ class LogTail:
         if not data and self._rotated():
             data = self._read_current()  # the old file is drained; continue in the new one
         return self._complete_lines(data)
+
+    @property
+    def start_offset(self) -> int:
+        """Where the first read began in the file opened first: 0 unless a start tail was cut."""
+        return self._start_at
+
+    def read_at(self, offset: int, size: int) -> bytes:
+        """`size` bytes of the file held from `offset` (pread: the read position is untouched);
+        the part of a big log before its start tail is searched this way (watch/gather.py)."""
+        if self._fh is None or size <= 0:
+            return b""
+        return os.pread(self._fh.fileno(), size, offset)
+
+    @property
+    def offset(self) -> int:
+        """The read position in the held file."""
+        return self._pos
+
+    def backlog(self) -> int:
+        """Bytes the held file has that were not read yet (a burst outgrowing the reads)."""
+        if self._fh is None:
+            return 0
+        return max(0, os.fstat(self._fh.fileno()).st_size - self._pos)
+
+    def skip(self, size: int) -> int:
+        """Drop the next `size` unread bytes of the held file, unread, up to the next line start;
+        returns the bytes dropped (counted in `bytes_seen`: the log did grow)."""
+        if self._fh is None or size <= 0:
+            return 0
+        # stop one byte early: if that byte is "\n" the next read starts on a line start
+        size = min(size, self.backlog()) - 1
+        if size <= 0:
+            return 0
+        self._pos += size
+        self.bytes_seen += size
+        self._pending, self._skip_to_newline = b"", True
+        return size
 
     def close(self) -> None:
         if self._fh is not None:
@@ -138,7 +176,7 @@ class LogTail:
         self._start_end = size
         if size > self.start_tail_bytes:
             # start one byte early: if that byte is "\n" the tail starts on a line start
-            self._pos = size - self.start_tail_bytes - 1
+            self._pos = self._start_at = size - self.start_tail_bytes - 1
             self._skip_to_newline = True
 
     def _read_current(self) -> bytes:

@@ -80,15 +80,25 @@ class ProcessSampler:
         self._seen: dict[tuple[int, float | None], _Seen] = {}
         self._dead: OrderedDict[tuple[int, float | None], ProcessRecord] = OrderedDict()
         self._forks: set[tuple[int, float | None]] = set()  # helpers forked by a rank (see _demote_forks)
+        self._tree_of: dict[tuple[int, tuple[int, ...]], tuple[list[psutil.Process], list[psutil.Process]]] = {}
 
-    def sample(self, root_pid: int, peers: Sequence[int] = ()) -> list[ProcessRecord]:
+    def sample(self, root_pid: int, peers: Sequence[int] = (), *, rescan: bool = True) -> list[ProcessRecord]:
         """`peers`: launchers of the same launch's other node ranks on this host (sources/peers.py);
         their descendants (the ranks) join the sample, the peer launchers themselves do not, so
-        the watched server keeps one launcher. A peer that is gone adds nothing."""
+        the watched server keeps one launcher. A peer that is gone adds nothing.
+
+        `rescan=False` reads the processes of the last scan again without looking for new ones:
+        finding children reads the stat file of every process on the host (most of a sample's
+        cost); a known process gone, or a different root or peers, scans anyway."""
         with _procfs(self.proc_root):
-            procs = _tree(root_pid)
-            known = {proc.pid for proc in procs}
-            peer_procs = [proc for proc in _descendants(peers) if proc.pid not in known]
+            cached = self._tree_of.get((root_pid, tuple(peers))) if not rescan else None
+            if cached is not None and all(_field(proc.is_running) for proc in cached[0] + cached[1]):
+                procs, peer_procs = cached
+            else:
+                procs = _tree(root_pid)
+                known = {proc.pid for proc in procs}
+                peer_procs = [proc for proc in _descendants(peers) if proc.pid not in known]
+                self._tree_of = {(root_pid, tuple(peers)): (procs, peer_procs)}
             from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
             current = {key: self._record(proc, now, proc.pid in from_peers) for key, proc in _keyed(procs + peer_procs)}

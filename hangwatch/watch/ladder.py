@@ -1,6 +1,15 @@
 """When to climb the evidence ladder (DESIGN.md): pure decisions, the watch loop acts on them.
 
-Rung 1 (log, processes, ports, NVML) runs every tick and is not decided here.
+Rung 1 (log, processes, ports, NVML) runs every tick and is not decided here, except a ready
+server's ports and process-tree scan (below).
+
+A ready server is the steady state of a sidecar that lives for weeks: what only a start needs
+each second is then sampled rarely: Python stacks every `ready_stack_interval_s`; the listening
+ports, and the scan of every process on the host for new children of the server, every
+`ready_rescan_s` (bench/bench_overhead.py measured these as most of its cost: `ss` is a fork and
+exec, the scan reads /proc/*/stat, a stack round runs a py-spy per rank). The log, the known
+processes (a rank's death, its CPU) and NVML keep their pace, and any other state, or a known
+process gone, brings the start's pace back at the next tick.
 
 Rung 2, Python stacks: `py-spy dump --json --nonblocking` reads the target's memory without
 stopping it (a few ms of the watcher's CPU per process, nothing of the target's). Taken for every
@@ -24,7 +33,7 @@ from dataclasses import dataclass
 
 from hangwatch.model import ProcessStack, ThreadStack
 
-__all__ = ["LadderConfig", "looks_stalled", "python_dump_due", "native_targets", "needs_native", "NATIVE_DECIDES"]
+__all__ = ["LadderConfig", "looks_stalled", "rescan_due", "python_dump_due", "native_targets", "needs_native", "NATIVE_DECIDES"]
 
 # Python frames that are thin wrappers around a blocking native call: only native frames tell
 # what the call waits on (which NCCL step, which CUDA API, which socket).
@@ -52,13 +61,22 @@ class LadderConfig:
     # about to be declared then has its native frames (which decide a CUDA graph capture or a
     # spinning kernel) instead of being refined a round later
     native_before_budget_s: float = 2.0
+    ready_stack_interval_s: float = 60.0  # a ready server's Python stacks: fresh enough for a bundle
+    ready_rescan_s: float = 10.0  # a ready server's ports and new children
 
 
 def python_dump_due(now: float, last_dump_t: float | None, log_quiet_s: float, have_stacks: bool,
-                    config: LadderConfig) -> bool:
-    if last_dump_t is not None and now - last_dump_t < config.stack_interval_s:
+                    config: LadderConfig, *, ready: bool = False) -> bool:
+    interval = config.ready_stack_interval_s if ready else config.stack_interval_s
+    if last_dump_t is not None and now - last_dump_t < interval:
         return False
     return not have_stacks or log_quiet_s >= config.quiet_before_stacks_s
+
+
+def rescan_due(now: float, last_t: float | None, ready: bool, config: LadderConfig) -> bool:
+    """Ports and the process-tree scan: every tick while the server starts (a port taken, the
+    HTTP port opening, ranks spawned); every `ready_rescan_s` once it is ready."""
+    return not ready or last_t is None or now - last_t >= config.ready_rescan_s
 
 
 def looks_stalled(stalled_verdict: bool, quiet_s: float, config: LadderConfig, budget_left_s: float | None = None) -> bool:

@@ -1,7 +1,7 @@
 """Bounded memory for a watch that may run for days: ring buffers of what the sources saw.
 
 Each buffer keeps the recent past the classifier and a bundle need, and drops the rest:
-log lines (the last 20 000, plus the phase events, bounded separately so an early
+log lines (the last 20 000, or the watcher's evidence window, plus the phase events, bounded separately so an early
 `Load weight begin.` is not pushed out by a chatty later phase), the raw log tail for
 `server.log`, GPU samples, the last few stack samples per rank, and verdict changes. (The SQLite history of transitions
 and alerts across restarts is another thing: sinks/store.py.)
@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from hangwatch.model import GpuSample, LogLine, PhaseEvent, ProcessStack, Verdict
+from hangwatch.watch.skim import skim
 
 __all__ = ["LogRing", "StackRing", "TimedPhase", "VerdictChange", "VerdictChanges", "GpuRing"]
 
@@ -34,8 +35,12 @@ class LogRing:
     """The log as complete lines (parsed once), the unterminated last line, and a raw byte tail."""
 
     def __init__(self, parse_lines: LineParser, *, max_lines: int = 20_000, max_phases: int = 5_000,
-                 raw_tail_bytes: int = 4 << 20):
+                 raw_tail_bytes: int = 4 << 20, overflow_needles: frozenset[str] | None = None):
         self._parse = parse_lines
+        # a feed of more lines than the ring holds (the start tail of a big log): the lines that
+        # would fall out at once are only skimmed for these (phase needles): the phases are the
+        # returned lines' only use beyond the ring (watch/skim.py)
+        self._overflow_needles = overflow_needles
         self.lines: deque[LogLine] = deque(maxlen=max_lines)
         self.phases: deque[TimedPhase] = deque(maxlen=max_phases)
         self._raw = bytearray()
@@ -55,10 +60,32 @@ class LogRing:
         complete, self._pending = buffered[:cut], _trim_pending(buffered[cut:])
         if not complete:
             return []
-        lines = list(self._parse(complete, self.next_lineno))
-        self.next_lineno += complete.count(b"\n")
+        count = complete.count(b"\n")
+        lines = self._parse_overflowing(complete, count) if self.lines.maxlen is not None and count > self.lines.maxlen else None
+        if lines is None:
+            lines = list(self._parse(complete, self.next_lineno))
+        self.next_lineno += count
         self.lines.extend(lines)
         return lines
+
+    def _parse_overflowing(self, complete: bytes, count: int) -> list[LogLine] | None:
+        """The lines that fit the ring parsed, those before them only where they hold a needle
+        (each with its own line number); None: parse them all (no needles, or no repeats)."""
+        if self._overflow_needles is None:
+            return None
+        keep = self.lines.maxlen or count
+        cut = len(complete)
+        for _ in range(keep + 1):
+            cut = complete.rfind(b"\n", 0, cut)
+        head, rest = complete[: cut + 1], complete[cut + 1 :]
+        skimmed = skim(head, self._overflow_needles)
+        if skimmed is None:
+            return None
+        out: list[LogLine] = []
+        for index, line in zip(skimmed.indices, skimmed.kept, strict=True):
+            out.extend(self._parse(line + b"\n", self.next_lineno + index))
+        out.extend(self._parse(rest, self.next_lineno + skimmed.lines))
+        return out
 
     def partial(self) -> list[LogLine]:
         """The unterminated last line (a live tqdm bar), parsed afresh each time; not stored."""

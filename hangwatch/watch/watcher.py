@@ -47,6 +47,7 @@ from hangwatch.watch.ladder import (
     looks_stalled,
     native_targets,
     python_dump_due,
+    rescan_due,
 )
 from hangwatch.watch.lognews import LogNews, file_age
 from hangwatch.watch.observation import (
@@ -58,6 +59,7 @@ from hangwatch.watch.observation import (
 )
 from hangwatch.watch.published import StaticView
 from hangwatch.watch.rings import GpuRing, LogRing, StackRing, VerdictChanges
+from hangwatch.watch.skim import phase_needles
 
 __all__ = ["WatchConfig", "Watcher"]
 
@@ -107,8 +109,11 @@ class Watcher:
         self._clock, self._wall = clock, wall
         self.started = clock()
         self.started_wall = wall()
-        self.sources: Sources = sources if sources is not None else LiveSources(server, config)
-        self.log = LogRing(self.sources.parse_lines)
+        self.sources: Sources = sources if sources is not None else LiveSources(
+            server, config, rules=self.rules)
+        # the classifier sees the newest evidence_log_lines (phase events are kept apart): more would
+        # only be parsed to sit unused
+        self.log = LogRing(self.sources.parse_lines, max_lines=config.evidence_log_lines, overflow_needles=phase_needles())
         self.stacks = StackRing()
         self.gpus = GpuRing()
         self.transitions = VerdictChanges()
@@ -139,6 +144,7 @@ class Watcher:
         self._dumping: Future | None = None
         self._native: Future | None = None
         self._last_dump_t: float | None = None
+        self._last_rescan_t: float | None = None
         self._last_native_t: dict[str, float] = {}
         self._verdict: Verdict | None = None
         self._observation: Observation | None = None
@@ -179,8 +185,11 @@ class Watcher:
         t = now - self.started
         self._motion = []
         self._read_log(t)
-        self._read_procs()
-        self.sources.read_ports()
+        rescan = rescan_due(t, self._last_rescan_t, self._ready(), self.config.ladder)
+        self._last_rescan_t = t if rescan else self._last_rescan_t
+        self._read_procs(rescan)
+        if rescan:
+            self.sources.read_ports()
         self.sources.read_health()
         self._read_gpus(t)
         self._collect_stacks(t)
@@ -217,9 +226,9 @@ class Watcher:
             # a phase line is progress of the start (other lines may be a warning repeated forever)
             self._motion.extend(Motion(f"phase:{e.phase.value}", t) for e in events)
 
-    def _read_procs(self) -> None:
+    def _read_procs(self, rescan: bool = True) -> None:
         try:
-            records = self.sources.read_procs()
+            records = self.sources.read_procs(rescan=rescan)
             self._procs = pin_launcher(records, self.sources.root_pid, self._procs)
             self.sources.clear_missing("procs")
         except SourceUnavailable as exc:
@@ -281,7 +290,8 @@ class Watcher:
         if not targets or not self.sources.stacks_possible:
             return
         quiet = t - self._last_log_t
-        if self._dumping is None and python_dump_due(t, self._last_dump_t, quiet, bool(self.stacks.labels()), self.config.ladder):
+        if self._dumping is None and python_dump_due(t, self._last_dump_t, quiet, bool(self.stacks.labels()),
+                                                     self.config.ladder, ready=self._ready()):
             self._last_dump_t = t
             self._dumping = self._pool.submit(self.sources.dump, targets, False)
         if self._native is None:
@@ -297,6 +307,10 @@ class Watcher:
         if chosen:
             self._last_native_t.update({target.label: t for target in chosen})
             self._native = self._pool.submit(self.sources.dump, chosen, True)
+
+    def _ready(self) -> bool:
+        """The last verdict was `ready`: ports, the tree scan and stacks at a sidecar's slow pace (ladder)."""
+        return self._verdict is not None and self._verdict.state is State.READY
 
     def _budget_left(self, t: float) -> float | None:
         """Seconds left of the current phase's learned budget, as of the last verdict."""

@@ -111,7 +111,7 @@ class RecordedSources:
         data, self._read = self._log[self._read:], len(self._log)
         return data
 
-    def read_procs(self) -> list[ProcessRecord]:
+    def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
         if self.launcher_gone:
             raise SourceUnavailable("procs", "the launcher exited")
         return list(self.procs)

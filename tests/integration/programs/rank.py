@@ -89,11 +89,17 @@ def wait_after_load(rank, keep, fifo):
 
 
 def spin(rate_file):
-    """A ready rank busy on the CPU (a benchmark's workload): appends `t work_units` each second."""
+    """A ready rank busy on the CPU (a benchmark's workload): appends `t work_units` each second.
+    HW_SPIN_KIND=alloc: each unit maps, fills and frees 8 MiB instead (page faults, munmap)."""
+    alloc = os.environ.get("HW_SPIN_KIND") == "alloc"
     units, next_report = 0, time.monotonic() + 1.0
     with open(rate_file, "a") as out:
         while True:
-            sum(i * i for i in range(2000))
+            if alloc:
+                block = bytearray(b"\x01") * (8 << 20)
+                del block
+            else:
+                sum(i * i for i in range(2000))
             units += 1
             if time.monotonic() >= next_report:
                 out.write(f"{time.monotonic():.3f} {units}\n")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import time
 
@@ -230,3 +231,27 @@ def test_read_bytes_are_the_process_own_not_its_reaped_children(tmp_path) -> Non
     (tmp_path / "9").mkdir()
     (tmp_path / "9" / "io").write_text("rchar: 5\nread_bytes: 1\n")  # no task folder readable: the process file
     assert read_io_bytes(9, proc_root=str(tmp_path)) == 6
+def test_without_a_rescan_the_known_tree_is_read_again_and_a_gone_process_forces_one(spawner: Spawner, tmp_path) -> None:
+    # GIVEN a parent with one child, sampled once (a full scan); SIGUSR1 starts a second child, SIGUSR2 kills the first
+    code = """
+import json, os, signal, subprocess, sys, time
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])]
+signal.signal(signal.SIGUSR1, lambda *a: kids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])))
+signal.signal(signal.SIGUSR2, lambda *a: kids[0].kill())
+open(os.environ["HW_READY"], "w").write(json.dumps([k.pid for k in kids]))
+while True:
+    time.sleep(60)
+"""
+    parent, kids = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    assert set(by_pid(sampler.sample(parent.pid))) == {parent.pid, kids[0]}
+    # WHEN the parent starts a second child: without a rescan it is not looked for, with one it is
+    os.kill(parent.pid, signal.SIGUSR1)
+    wait_until(lambda: len(read_procs(parent.pid)) == 3, 10)
+    assert set(by_pid(sampler.sample(parent.pid, rescan=False))) == {parent.pid, kids[0]}
+    assert len(sampler.sample(parent.pid, rescan=True)) == 3
+    # WHEN a known child exits: the next sample without a rescan scans anyway, and reports it exited
+    os.kill(parent.pid, signal.SIGUSR2)
+    wait_until(lambda: not by_pid(read_procs(parent.pid)).get(kids[0], ProcessRecord(0, None, "", "other", alive=False)).alive, 10)
+    records = by_pid(sampler.sample(parent.pid, rescan=False))
+    assert len([r for r in records.values() if r.alive]) == 2 and not records[kids[0]].alive

@@ -299,3 +299,40 @@ def test_the_loop_ticks_at_the_budgets_end_so_the_stall_is_decided_there() -> No
     # (on the cadence alone it came up to an interval later)
     late, _ = first_stall(cadence_only=True)
     assert late > at
+
+
+def test_a_ready_server_is_sampled_at_a_sidecars_pace_until_its_state_changes() -> None:
+    """Once ready: ports and the full process scan every 10 s, Python stacks every 60 s; the known
+    processes every tick (a crash is still seen at once), and the crash brings the start's pace back."""
+    src = RecordedSources(procs=[proc(100, "launcher"), proc(101, "scheduler")])
+    src.set_stacks(FORWARD)
+    src.write(b"".join(LOG[:56]) + b"[2026-11-30 23:29:01] The server is fired up and ready to roll!\n")
+    calls = {"ports": 0, "reads": 0, "rescans": 0}
+    read_ports, read_procs = src.read_ports, src.read_procs
+
+    def counted_ports() -> None:
+        calls["ports"] += 1
+        read_ports()
+
+    def counted_procs(rescan: bool = True) -> list:
+        calls["reads"] += 1
+        calls["rescans"] += rescan
+        return read_procs(rescan)
+
+    src.read_ports, src.read_procs = counted_ports, counted_procs  # type: ignore[method-assign]
+    watcher = _watcher(src)
+    states = []
+    for t in range(121):
+        src.burn("101", 0.5)
+        states.append(_tick(watcher, float(t))[1].state)
+    assert states[1:] == [State.READY] * 120
+    assert calls["reads"] == 121  # the known processes, every tick
+    assert 12 <= calls["ports"] <= 14 and calls["rescans"] == calls["ports"]  # t=0, 1 (ready), then every 10 s
+    assert src.dumps <= 4  # the first round, then every 60 s
+    ports = calls["ports"]
+    src.launcher_gone = True
+    _, verdict = _tick(watcher, 121.0)
+    assert verdict.state is State.CRASHED
+    for t in (122.0, 123.0, 124.0):
+        _tick(watcher, t)
+    assert calls["ports"] - ports == 3  # from the tick after the crash verdict: every tick again
