@@ -28,7 +28,7 @@ app = typer.Typer(
 )
 rules_app = typer.Typer(help="Validate and test rule files.", no_args_is_help=True, rich_markup_mode=None)
 app.add_typer(rules_app, name="rules")
-history_app = typer.Typer(help="The SQLite history of transitions, episodes, alerts and past starts.", no_args_is_help=True,
+history_app = typer.Typer(help="Prune the SQLite history file.", no_args_is_help=True,
                           rich_markup_mode=None)
 app.add_typer(history_app, name="history")
 

@@ -63,7 +63,8 @@ def needles_of(patterns: Iterable[re.Pattern[str]]) -> tuple[frozenset[str], int
     blind = 0
     for pattern in patterns:
         literals = required_literals(pattern.pattern, pattern.flags)
-        if literals is None:
+        # a literal of digits alone ("429" -> "000" once normalised) is in nearly every line: no needle
+        if literals is None or not all(any(c.isalpha() for c in literal) for literal in literals):
             blind += 1
         else:
             found.update(_norm(lit) for lit in literals)
