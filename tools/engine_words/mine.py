@@ -42,6 +42,7 @@ SKIP_PARTS = {"tests", "test", "testing", "benchmarks", "examples", "_vendor"}
 _PCT = re.compile(r"%(?:\((\w+)\))?[-+ #0]*(\*|\d+)?(?:\.(\*|\d+))?[hlL]?([diouxXeEfFgGcrsa%])")
 _FMT = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
 _WORD = re.compile(r"[A-Za-z]{3,}")
+BLOCKS = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.ExceptHandler, ast.Match)
 
 
 # ---------------------------------------------------------------- pinned inputs
@@ -339,11 +340,14 @@ def _sites_of(module: str, source: bytes) -> list[Site]:
                 walk(child, child.name, {})
                 continue
             if isinstance(child, ast.Assign) and len(child.targets) == 1 and isinstance(child.targets[0], ast.Name):
-                # a name assigned twice may hold either text when the raise runs: a hole, not a guess
-                name = child.targets[0].id
-                env[name] = ast.Name(id=name) if name in env else child.value
+                env[child.targets[0].id] = child.value
+            elif isinstance(child, ast.AugAssign) and isinstance(child.target, ast.Name) and isinstance(child.op, ast.Add):
+                name = child.target.id  # msg += "...": the text so far, then the rest
+                env[name] = ast.BinOp(env.get(name, ast.Name(id=name)), ast.Add(), child.value)
             emit(child, scope or "<module>", env)
-            walk(child, scope, env)
+            # an assignment inside a block (if/for/try/with) stays in it: a raise after the block
+            # sees the text every path has, not one branch's
+            walk(child, scope, dict(env) if isinstance(child, BLOCKS) else env)
 
     def emit(node: ast.AST, scope: str, env: dict[str, ast.AST]) -> None:
         templater = Templater(dict(env))

@@ -4,9 +4,12 @@ a cause (hangwatch/data/raise_site_causes.yaml over the mined index)."""
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
+from rich.console import Console
 
 from hangwatch.bundle import evidence_from_files
 from hangwatch.bundle.read import FORMAT
@@ -15,6 +18,9 @@ from hangwatch.classify.causes import CAUSES
 from hangwatch.classify.raise_sites import cause_of, engine_words, load_causes
 from hangwatch.errors import RuleError
 from hangwatch.model import State
+from hangwatch.sinks.api import create_app
+from hangwatch.sinks.report import print_verdict
+from helpers.serve_fixtures import make_view
 
 META = json.dumps({"format": FORMAT, "engine": "vllm"}).encode()
 # vLLM 0.32's own check, as its EngineCore prints it (text from the template, numbers of one start)
@@ -98,3 +104,13 @@ def test_an_unmapped_site_is_still_evidence() -> None:
     log = f"Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\n{unmapped.label}: {unmapped.template}\n"
     verdict = classify(evidence_from_files({"server.log": log.encode(), "meta.json": META}), load_rules())
     assert any(f.text.startswith(f"raised by {unmapped.module}:{unmapped.function}") for f in verdict.evidence)
+
+
+def test_the_raise_site_reaches_verdict_endpoint_and_the_report(tmp_path: Path) -> None:
+    """/verdict serves the verdict's evidence, and the report (diagnose --html) renders it: the site is in both."""
+    verdict = classify(evidence_from_files({"server.log": KV_TOO_SMALL, "meta.json": META}), load_rules())
+    body = TestClient(create_app(make_view(verdict), rate=None), base_url="http://127.0.0.1:9464").get("/verdict").json()
+    assert any(e["text"].startswith("raised by vllm/v1/core/kv_cache_utils.py") for e in body["evidence"])
+    out = StringIO()
+    print_verdict(verdict, Console(file=out, width=200, color_system=None))
+    assert "raised by vllm/v1/core/kv_cache_utils.py:check_enough_kv_cache_memory" in out.getvalue()

@@ -46,6 +46,12 @@ def check(max_len, blocks):
     raise ValueError("max_model_len ({}) is larger than the KV cache holds ({} tokens)".format(max_len, blocks))
 
 
+def grow(frac):
+    msg = "Not enough memory. Please try to increase it."
+    msg += f" Current: {frac}"
+    raise ValueError(msg)
+
+
 def ambiguous(flag):
     message = "first text of several words"
     if flag:
@@ -115,8 +121,11 @@ def test_sites_templates_and_version_ranges(mine: ModuleType, tmp_path: Path) ->
             "No available memory for the cache blocks. Try increasing `gpu_memory_utilization`.") in rows  # fmt: skip
     assert ("check", "raise", "ValueError",
             "max_model_len ({float:max_len}) is larger than the KV cache holds ({float:blocks} tokens)") in rows  # fmt: skip
-    # a name assigned twice is a hole, not the first text guessed
-    assert ("ambiguous", "raise", "RuntimeError", "{any:message}") not in rows
+    # an assignment inside a block stays in it: the raise after it gets the text every path has
+    assert ("ambiguous", "raise", "RuntimeError", "first text of several words") in rows
+    assert not any(key[3] == "second text of several words" for key in rows)
+    # msg += "...": the text so far, then the rest
+    assert ("grow", "raise", "ValueError", "Not enough memory. Please try to increase it. Current: {any:frac}") in rows
     assert not any("test module" in key[3] for key in rows)
     assert all(r[1] == "toyengine/worker/utils.py" for r in doc["sites"])
 
