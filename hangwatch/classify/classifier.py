@@ -300,7 +300,7 @@ def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     if ranked:
         return _from_match(State.CRASHED, ranked[0], ranked, ctx)
     dead = [p for p in ctx.evidence.procs if not p.alive and p.role in (*rank_roles(), "launcher")]
-    facts = tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead)
+    facts = with_site(tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead), ctx)
     return Verdict(
         state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],
         remedy="Read the end of the server log and `dmesg -T` for why it exited.",

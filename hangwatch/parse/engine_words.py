@@ -138,6 +138,12 @@ class Site:
         return tuple(dict.fromkeys(t.lower() for part in self.parts if isinstance(part, str) for t in _TOKEN.findall(part)))
 
     @property
+    def newest(self) -> int:
+        """How recent the newest sampled release that has it (a tie between a moved site's old and new
+        homes goes to the new one)."""
+        return max((self.of_releases.index(v) for v in self.versions if v in self.of_releases), default=-1)
+
+    @property
     def literal_length(self) -> int:
         return sum(len(part) for part in self.parts if isinstance(part, str))
 
@@ -225,7 +231,8 @@ class EngineWords:
     ) -> SiteMatch | None:
         """The site that most likely wrote `text`: an exact template match first (the longest
         literal text wins), else the site sharing most of its literal words; a site of the
-        traceback's own functions, or raising the same exception class, wins a tie."""
+        traceback's own functions, or raising the same exception class, wins a tie, then the
+        site of the newer releases."""
         words = _tokens(text)
         if not words:
             return None
@@ -242,7 +249,7 @@ class EngineWords:
             if score is None:
                 continue
             bonus = (site.label == exc_type) + (site.function.rsplit(".", 1)[-1] in functions)
-            key = (float(exact), score, float(bonus), float(site.literal_length), float(site.line))
+            key = (float(exact), score, float(bonus), float(site.literal_length), float(site.newest), float(site.line))
             if best is None or key > best[0]:
                 holes = _holes(site, found) if exact and found is not None else ()
                 best = (key, SiteMatch(site, exact, round(score, 3), holes))

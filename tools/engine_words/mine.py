@@ -197,6 +197,9 @@ class Templater:
             for value in node.values:
                 if isinstance(value, ast.Constant) and isinstance(value.value, str):
                     out.append(_esc(value.value))
+                elif (isinstance(value, ast.FormattedValue) and isinstance(value.value, ast.Name)
+                      and value.value.id in self.env and value.format_spec is None and value.conversion == -1):
+                    out.append(self.of(value.value, depth + 1))  # f"{msg} more": msg's own text, then more
                 elif isinstance(value, ast.FormattedValue):
                     spec = ""
                     if isinstance(value.format_spec, ast.JoinedStr):

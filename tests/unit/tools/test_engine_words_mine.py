@@ -52,6 +52,11 @@ def grow(frac):
     raise ValueError(msg)
 
 
+def wrapped(length):
+    msg = f"User-specified max_model_len ({length}) is greater than the derived one."
+    raise ValueError(f"{msg} To allow overriding this maximum, set the env var.")
+
+
 def ambiguous(flag):
     message = "first text of several words"
     if flag:
@@ -124,6 +129,8 @@ def test_sites_templates_and_version_ranges(mine: ModuleType, tmp_path: Path) ->
     # an assignment inside a block stays in it: the raise after it gets the text every path has
     assert ("ambiguous", "raise", "RuntimeError", "first text of several words") in rows
     assert not any(key[3] == "second text of several words" for key in rows)
+    assert ("wrapped", "raise", "ValueError", "User-specified max_model_len ({float:length}) is greater than the derived "
+            "one. To allow overriding this maximum, set the env var.") in rows  # fmt: skip
     # msg += "...": the text so far, then the rest
     assert ("grow", "raise", "ValueError", "Not enough memory. Please try to increase it. Current: {any:frac}") in rows
     assert not any("test module" in key[3] for key in rows)
