@@ -28,7 +28,7 @@ from hangwatch.classify.causes import CAUSES
 from hangwatch.classify.conditions import Outcome
 from hangwatch.classify.rule import Rule
 from hangwatch.errors import RuleError, RuleLocation
-from hangwatch.model import Fact, Source
+from hangwatch.model import Fact, LogLine, Source
 from hangwatch.parse.engine_words import EngineWords, SiteMatch
 from hangwatch.parse.failures import Failure
 
@@ -134,9 +134,25 @@ def _packages(engine: str | None) -> tuple[str, ...] | None:
     return (*own, *LAYERS) if own else None
 
 
-def _texts(failure: Failure) -> list[str]:
-    """The exception chain's first printed message first: that is where it began."""
-    return [*failure.chained, failure.text] if failure.chained else [failure.text]
+MAX_CONTINUED = 3  # indented lines after a failure's summary that carry on its message
+
+
+def _texts(failure: Failure, log: tuple[LogLine, ...]) -> list[str]:
+    """The exception chain's first printed message first: that is where it began. A summary whose
+    message goes on in indented lines (pydantic's `ValidationError: 1 validation error for X` then
+    `  Value error, ...`) is read with them."""
+    texts = [*failure.chained, failure.text] if failure.chained else [failure.text]
+    at = failure.lineno - 1
+    if 0 <= at < len(log) and log[at].lineno == failure.lineno:
+        more = []
+        for line in log[at + 1 : at + 1 + MAX_CONTINUED]:
+            body = line.message or line.text
+            if not body[:1].isspace() or not body.strip():
+                break
+            more.append(body.strip())
+        if more:
+            texts.append(" ".join([failure.text, *more]))
+    return texts
 
 
 def find_site(ctx: Context) -> SiteFinding | None:
@@ -148,7 +164,7 @@ def find_site(ctx: Context) -> SiteFinding | None:
     packages = _packages(ctx.engine)
     for failure in failures[:MAX_TRIED]:
         functions = tuple(frame.function for frame in failure.frames)
-        for text in _texts(failure):
+        for text in _texts(failure, ctx.evidence.log):
             found = words.match(text, exc_type=failure.exc_type, functions=functions, packages=packages)
             if found is not None:
                 return SiteFinding(failure, found, cause_of(found.site.module, found.site.function))

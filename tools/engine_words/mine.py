@@ -348,9 +348,19 @@ def _sites_of(module: str, source: bytes) -> list[Site]:
                 name = child.target.id  # msg += "...": the text so far, then the rest
                 env[name] = ast.BinOp(env.get(name, ast.Name(id=name)), ast.Add(), child.value)
             emit(child, scope or "<module>", env)
-            # an assignment inside a block (if/for/try/with) stays in it: a raise after the block
-            # sees the text every path has, not one branch's
-            walk(child, scope, dict(env) if isinstance(child, BLOCKS) else env)
+            if not isinstance(child, BLOCKS):
+                walk(child, scope, env)
+                continue
+            # a block's assignments stay in it; after it, a name the block changed may hold either
+            # text: `msg += "..."` keeps what every path has and a hole after it, anything else is a hole
+            inner = dict(env)
+            walk(child, scope, inner)
+            for name, value in env.items():
+                changed = inner.get(name)
+                if changed is None or changed is value:
+                    continue
+                grew = isinstance(changed, ast.BinOp) and isinstance(changed.op, ast.Add) and changed.left is value
+                env[name] = ast.BinOp(value, ast.Add(), ast.Name(id="more")) if grew else ast.Name(id=name)
 
     def emit(node: ast.AST, scope: str, env: dict[str, ast.AST]) -> None:
         templater = Templater(dict(env))

@@ -114,3 +114,17 @@ def test_the_raise_site_reaches_verdict_endpoint_and_the_report(tmp_path: Path) 
     out = StringIO()
     print_verdict(verdict, Console(file=out, width=200, color_system=None))
     assert "raised by vllm/v1/core/kv_cache_utils.py:check_enough_kv_cache_memory" in out.getvalue()
+
+
+def test_a_message_carried_on_an_indented_line_is_read_with_its_summary() -> None:
+    # vLLM's config check inside pydantic: the summary line, then the message, indented
+    log = (b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+           b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
+           b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
+           b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
+           b"with extreme caution. [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n"
+           b"    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")  # fmt: skip
+    verdict = classify(evidence_from_files({"server.log": log, "meta.json": META}), load_rules())
+    site = next(f.text for f in verdict.evidence if f.text.startswith("raised by "))
+    assert site.startswith("raised by vllm/config/model.py:_get_and_verify_max_len")
+    assert "0.32.0" in site
