@@ -122,9 +122,12 @@ def test_a_message_carried_on_an_indented_line_is_read_with_its_summary() -> Non
            b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
            b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
            b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
-           b"with extreme caution. [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n"
+           b"with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
+           b"derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
+           b"derived_max_model_len will cause a CUDA array out-of-bounds error. [type=value_error, "
+           b"input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n"
            b"    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")  # fmt: skip
     verdict = classify(evidence_from_files({"server.log": log, "meta.json": META}), load_rules())
     site = next(f.text for f in verdict.evidence if f.text.startswith("raised by "))
     assert site.startswith("raised by vllm/config/model.py:_get_and_verify_max_len")
-    assert "0.32.0" in site
+    assert "vLLM 0.13.0–0.32.0)" in site and "max_model_len=4096" in site
