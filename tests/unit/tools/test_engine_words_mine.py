@@ -171,8 +171,9 @@ def test_a_pin_names_its_artifact_and_digest(mine: ModuleType) -> None:
     assert len({(pin.name, pin.version) for pin in pins}) == len(pins)
 
 
-LAB_SITE = Path(os.environ.get("HANGWATCH_LAB_PYTHON", "/nonexistent")).resolve().parent.parent
-VLLM_SITE = Path(os.environ.get("HANGWATCH_VLLM_PYTHON", "/nonexistent")).resolve().parent.parent
+# the venv, not what its python links to
+LAB_SITE = Path(os.environ.get("HANGWATCH_LAB_PYTHON", "/nonexistent")).parent.parent
+VLLM_SITE = Path(os.environ.get("HANGWATCH_VLLM_PYTHON", "/nonexistent")).parent.parent
 
 
 def _site_packages(venv: Path, package: str) -> Path | None:
