@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from weakref import WeakKeyDictionary
 
 from hangwatch.classify.atoms_error import failure_fact
 from hangwatch.classify.causes import CAUSES
@@ -186,16 +185,10 @@ class SiteNode:
         return frozenset({"error_root"})
 
 
-# one lookup per classification: the rule and the evidence both ask (a Context lives for one classify call)
-_FOUND: WeakKeyDictionary[Context, tuple[SiteFinding | None]] = WeakKeyDictionary()
-
-
 def _finding(ctx: Context) -> SiteFinding | None:
-    if not ctx.failures:
-        return None
-    if ctx not in _FOUND:
-        _FOUND[ctx] = (find_site(ctx),)
-    return _FOUND[ctx][0]
+    # asked twice per classification (the rule, the evidence): ~1 ms each (bench/bench_engine_words.py),
+    # cheaper than state kept outside the classify call
+    return find_site(ctx) if ctx.failures else None
 
 
 def site_rules(ctx: Context) -> tuple[Rule, ...]:
