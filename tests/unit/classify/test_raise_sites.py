@@ -131,3 +131,22 @@ def test_a_message_carried_on_an_indented_line_is_read_with_its_summary() -> Non
     site = next(f.text for f in verdict.evidence if f.text.startswith("raised by "))
     assert site.startswith("raised by vllm/config/model.py:_get_and_verify_max_len")
     assert "vLLM 0.13.0–0.32.0)" in site and "max_model_len=4096" in site
+
+
+def test_a_crash_no_rule_explains_still_shows_its_raise_site() -> None:
+    """The launcher exited after an error no rule and no table entry names: "the server exited",
+    and the evidence says where in the engine it failed."""
+    log = (b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+           b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
+           b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
+           b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
+           b"with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
+           b"derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
+           b"derived_max_model_len will cause a CUDA array out-of-bounds error.\n")  # fmt: skip
+    procs = json.dumps([{"pid": 7, "ppid": 1, "cmdline": "vllm serve m", "role": "launcher", "rank": None, "state": "Z",
+                         "alive": False, "exit_code": 1}]).encode()  # fmt: skip
+    verdict = classify(evidence_from_files({"server.log": log, "meta.json": META, "procs.json": procs}), load_rules())
+    assert verdict.state is State.CRASHED and verdict.cause is None
+    texts = [f.text for f in verdict.evidence]
+    assert any(t.startswith("raised by vllm/config/model.py:_get_and_verify_max_len") and "→" not in t for t in texts)
+    assert any("exited, code 1" in t for t in texts)
