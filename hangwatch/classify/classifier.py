@@ -25,6 +25,7 @@ from hangwatch.classify.differential import (
 from hangwatch.classify.ending import fatal_ending, fatal_signal
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
+from hangwatch.classify.raise_sites import site_rules, with_site
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
 from hangwatch.engines import MAIN, env_prefixes, rank_roles, ready_seen
@@ -219,7 +220,7 @@ def _from_match(state: State, winner: Match, ranked: Sequence[Match], ctx: Conte
     near = [m.rule for m in ranked]
     culprits = culprits_for(winner, ranked)
     facts = winner.facts + tuple(f for m in ranked if m is not winner and m.culprits == culprits != winner.culprits for f in m.facts)
-    facts = _root_first(facts, ctx)
+    facts = with_site(_root_first(facts, ctx), ctx)
     candidates = candidates_for(ranked, ctx)
     if consequence_only(winner.facts):
         candidates = with_priors(candidates, ctx, "crashed" if state is State.CRASHED else "stalled")
@@ -293,7 +294,7 @@ def _unknown_failure(ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule
     return Verdict(
         state=State.CRASHED, cause="unknown", confidence=UNKNOWN_CONFIDENCE,
         title="The start failed with an error, and no rule explains it",
-        message="The start ended in the error below; nothing moved after it.", evidence=facts + _where_it_stands(ctx),
+        message="The start ended in the error below; nothing moved after it.", evidence=with_site(facts, ctx) + _where_it_stands(ctx),
         remedy="Read the error below and the lines before it, collect what is missing, and report the bundle.",
         runners_up=_runners_up(ranked, None), missing=missing_for(ctx, rules),
         candidates=with_priors(candidates_for(ranked, ctx), ctx, "crashed"), **_common(ctx),
@@ -324,7 +325,7 @@ def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     if ranked:
         return _from_match(State.CRASHED, ranked[0], ranked, ctx)
     dead = [p for p in ctx.evidence.procs if not p.alive and p.role in (*rank_roles(), "launcher")]
-    facts = tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead)
+    facts = with_site(tuple(Fact(f"{_who(p)} exited, code {p.exit_code}", Source("procs.json")) for p in dead), ctx)
     return Verdict(
         state=State.CRASHED, cause=None, confidence=1.0, title="The server exited", evidence=facts[:MAX_FACTS],
         remedy="Read the end of the server log and `dmesg -T` for why it exited.",
@@ -366,7 +367,8 @@ def classify(
     `memo` is the caller's cache for classifying one growing log tick after tick (the watcher
     keeps one per server): it saves work, never changes the verdict; None keeps nothing."""
     ctx = Context(with_pasted(evidence), memo)
-    ranked = rank_matches(m for rule in rules if (m := match_rule(rule, ctx)) is not None)
+    # the engine's own raise site of the first failure, where the table maps it to a cause, is one more rule
+    ranked = rank_matches(m for rule in (*rules, *site_rules(ctx)) if (m := match_rule(rule, ctx)) is not None)
     if is_crashed(ctx):
         return _crashed(ctx, ranked)
     if ctx.ready:
