@@ -234,9 +234,27 @@ def _more(more: str, secret: bool) -> str:
     return re.sub(r"[^\s]+", lambda w: REDACTED if _looks_random(w[0].strip("'\"")) or _TOKEN_SHAPES.fullmatch(w[0]) else w[0], more)
 
 
+# "token" also counts things: `#new-token: 8`, `cached-token: 0`, `freetoken-371: expected`. Under a name
+# whose only secret word is that one, and no word of a service or an access (`HF_TOKEN`, `api_token`), a
+# number or a short plain word is a count or prose, not a key.
+_COUNTING_WORDS = frozenset({"token", "tokens"})
+_SERVICE_WORDS = frozenset({"hf", "api", "access", "auth", "refresh", "session", "bearer", "github", "gh", "gitlab",
+                            "slack", "openai", "wandb", "hub", "aws", "ngc", "id", "oauth", "client", "bot"})
+_PLAIN_VALUE = re.compile(r"[-+]?\d+(?:\.\d+)?%?|[a-z][a-z_-]{0,11}")
+
+
+def _counting_name(name: str) -> bool:
+    words = [w.lower() for w in _WORD_SPLIT.split(name[:200]) if w]
+    secret = [w for w in words if w in _SECRET_WORDS or (len(w) > 5 and w.endswith(_SECRET_SUFFIXES))]
+    counting = all(w in _COUNTING_WORDS or (w.endswith("token") and w not in _SECRET_WORDS) for w in secret)
+    return bool(secret) and counting and not _SERVICE_WORDS.intersection(words)
+
+
 def _assign(m: re.Match[str]) -> str:
     value = m["value"]
     if not is_secret_name(m["name"]) or value in _KEEP_VALUES or REDACTED in value or value.lower() in _SCHEMES:
+        return m[0]
+    if _counting_name(m["name"]) and _PLAIN_VALUE.fullmatch(value):
         return m[0]
     if value[0] in "'\"" and len(value) >= 2:
         masked = f"{value[0]}{REDACTED}{value[0]}"

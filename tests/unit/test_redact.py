@@ -149,3 +149,12 @@ def test_is_secret_name(name: str, secret: bool) -> None:
 )
 def test_redact_cmdline(cmdline: str, expected: str) -> None:
     assert redact_cmdline(cmdline) == expected
+
+
+def test_a_count_of_tokens_is_no_secret_but_a_tokens_value_is() -> None:
+    # SGLang's own batch lines and an eval line name tokens by count; a token's value stays masked
+    line = "Prefill batch. #new-seq: 1, #new-token: 8, #cached-token: 0, token usage: 0.00, #running-req: 0"
+    assert redact_text(line) == line
+    assert redact_text("freetoken-371: expected cpu_thread_oversubscription").endswith("expected cpu_thread_oversubscription")
+    for secret in ("HF_TOKEN=hf_abc", "api_token: abc", "token=9f8e7d6c5b4a39281706f5e4d3c2b1a0", "authToken: 12345678"):
+        assert REDACTED in redact_text(secret), secret
