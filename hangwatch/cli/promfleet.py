@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import sys
 import threading
@@ -30,6 +31,12 @@ def prom_fleet(prometheus: str, *, selector: str, token_file: Path | None, host:
     from hangwatch.sinks.web.fleet import create_fleet_app
 
     watcher.poll_once()  # a wrong URL or selector fails now, as one line, not later in a thread
+    if token is None and watcher.holds_tokens:
+        # the page would hold token-protected agents' details: it needs a token too (as `fleet URL...`)
+        distinct = {t for t in watcher.tokens.values() if t}
+        token, said = (distinct.pop(), "the agents' token") if len(distinct) == 1 else (secrets.token_urlsafe(24), "")
+        said = said or f"this token: {token}"
+        print(f"hangwatch fleet: the agents need a token, so the page does too; open it with {said}", file=sys.stderr)
     app = create_fleet_app(watcher, token=token)  # type: ignore[arg-type]  # PromFleet has Fleet's face
     handle = serve_in_thread(app, host, port, token=token, insecure=insecure)
     watcher.start()

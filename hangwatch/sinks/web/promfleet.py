@@ -321,6 +321,11 @@ class PromFleet:
         self._pool = ThreadPoolExecutor(max_workers=max(1, min(8, max_details)), thread_name_prefix="hangwatch-promfleet")
         self._thread: threading.Thread | None = None
 
+    @property
+    def holds_tokens(self) -> bool:
+        """Some agent needs a token: the details fetched from it are not for anyone who reaches the page."""
+        return any(self.tokens.values())
+
     def _token(self, node: FleetNode) -> str | None:
         """The token for this agent: its own `URL TOKEN` line; else the shared token, but only where the
         URL the agent exports is the address Prometheus scrapes (a series cannot send it elsewhere)."""
