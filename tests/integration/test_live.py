@@ -6,10 +6,12 @@ accept() for its peers, the launcher in a real recv() for its ranks. See program
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import signal
+import socket
 import tarfile
 import time
 import urllib.request
@@ -219,3 +221,28 @@ def _env(**extra: str) -> dict[str, str]:
     from helpers.livetools import _env as env
 
     return env(**extra)
+
+
+# ---------------------------------------------------------------- what was not read
+
+
+def test_a_joined_title_on_its_own_port_accuses_no_holder_of_the_default_port(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a launcher whose argv is one space-joined string (--port P, not the default) and a
+    # stranger on the default port 30000 (ours, or whoever already holds it on this host)
+    stranger = socket.socket()
+    with contextlib.suppress(OSError):
+        stranger.bind(("127.0.0.1", 30000))
+        stranger.listen()
+    log = tmp_path / "server.log"
+    try:
+        server = procs.server("tcpstore", log, HW_JOINED_TITLE="1")
+        wait_for_text(log, "Init torch distributed begin.")
+        assert b"\x00" not in Path(f"/proc/{server.pid}/cmdline").read_bytes().rstrip(b"\x00")
+        # WHEN attached
+        code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE]), 30)
+    finally:
+        stranger.close()
+    # THEN stalled for what it is; the default port that it does not use accuses nobody
+    assert code == 1, err
+    assert lines and all(line["cause"] != "port_in_use" for line in lines)
+    assert lines[-1]["state"] == "stalled" and lines[-1]["phase"] == "dist_init"
