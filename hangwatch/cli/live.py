@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -200,10 +201,22 @@ def run(
     config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
                      preflight=report.findings if report else (), learn=opts.learn)
     watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config, book=store if opts.learn else None)
+    _watch_stops(child, watcher)
     with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
     _report_exit(child, code, options)
     raise typer.Exit(code)
+
+
+def _watch_stops(child: Any, watcher: Any) -> None:
+    """Ctrl-C or SIGTERM to `hangwatch run` is a stop asked for: the server's exit is `stopped`."""
+
+    def note(signum: int) -> None:
+        watcher.note_stop(f"hangwatch run got {signal.Signals(signum).name} and passed it to the server")
+
+    child.on_stop = note
+    if child.stopped_by is not None:  # a signal came before the watcher was built
+        note(child.stopped_by)
 
 
 def default_history_path() -> Path:

@@ -78,7 +78,7 @@ class RefinementModel(BaseModel):
 class EpisodeModel(BaseModel):
     id: str
     started_at: float
-    state: Literal["stalled", "crashed", "resolved"]
+    state: Literal["stalled", "crashed", "resolved", "stopped"]
     cause: str | None
     refined: list[RefinementModel]
 
@@ -103,7 +103,7 @@ class EtaModel(BaseModel):
 class VerdictModel(BaseModel):
     """The same shape as `hangwatch diagnose --json` (Verdict.to_dict)."""
 
-    state: Literal["starting", "progressing", "stalled", "ready", "crashed"]
+    state: Literal["starting", "progressing", "stalled", "ready", "crashed", "stopped"]
     cause: str | None
     confidence: float
     confidence_label: Literal["low", "medium", "high"]

@@ -140,6 +140,12 @@ class Watcher:
         self._learned = False
         self._budget_end: float | None = None  # watch time the current phase outruns its learned budget
         self._lock = threading.RLock()
+        self._stop: str | None = None  # a stop someone asked for (note_stop): its exit is no crash
+
+    def note_stop(self, what: str) -> None:
+        """A stop was asked for (`hangwatch run` forwarding Ctrl-C or SIGTERM): the exit that
+        follows is `stopped`, unless something crashes. Safe from a signal handler: one assignment."""
+        self._stop = self._stop or what
 
     # ---------------------------------------------------------------- the tick
 
@@ -338,7 +344,7 @@ class Watcher:
             log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.raw_tail(),
             transitions=tuple(_record(tr) for tr in self.transitions.items()),
             wait_since={label: round(t - began, 2) for label, began in self._wait_began.items()},
-            endpoint=self.sources.endpoint, preflight=self.config.preflight,
+            endpoint=self.sources.endpoint, preflight=self.config.preflight, stop=self._stop,
         )  # fmt: skip
 
     def _server_with_engine(self) -> ServerInfo:

@@ -18,8 +18,10 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
+from helpers.liveprocs import wait_until
 from helpers.livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
@@ -246,3 +248,48 @@ def test_a_joined_title_on_its_own_port_accuses_no_holder_of_the_default_port(pr
     assert code == 1, err
     assert lines and all(line["cause"] != "port_in_use" for line in lines)
     assert lines[-1]["state"] == "stalled" and lines[-1]["phase"] == "dist_init"
+
+
+# ---------------------------------------------------------------- stops are stops
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_of_run_ends_as_stopped_not_crashed(procs: Procs, tmp_path: Path, signum: int) -> None:
+    # GIVEN `hangwatch run` watching a server stuck in its rendezvous
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore"))
+    wait_for_text(log, "Init torch distributed begin.")
+    # WHEN the user stops it (Ctrl-C, or SIGTERM from a supervisor)
+    watch.send_signal(signum)
+    code, lines, err = finish(watch, 20)
+    # THEN the server is stopped, and the last verdict says so: no crash, no dead rank
+    pid = _started_pid(err)
+    assert f"server pid {pid} exited with status -{int(signum)}" in err
+    assert lines[-1]["state"] == "stopped" and lines[-1]["cause"] is None, lines[-1]
+    assert all(line["state"] != "crashed" and line["cause"] != "dead_rank" for line in lines)
+    assert code == 1
+
+
+def test_the_orchestrators_sigterm_to_the_server_is_a_stop(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore"))
+    wait_for_text(log, "Init torch distributed begin.")
+    launcher = wait_until(lambda: [c for c in psutil.Process(watch.pid).children() if "launch_server" in " ".join(c.cmdline())])
+    os.kill(launcher[0].pid, signal.SIGTERM)  # to the launcher only, as an orchestrator does
+    code, lines, err = finish(watch, 20)
+    assert lines[-1]["state"] == "stopped", (lines[-1], err)
+    assert any("exited on SIGTERM" in fact["text"] for fact in lines[-1]["evidence"]), lines[-1]["evidence"]
+
+
+def test_a_crash_during_a_stop_is_a_crash(procs: Procs, tmp_path: Path) -> None:
+    # the launcher aborts (SIGABRT) while it handles the SIGTERM: a crash, stop or no stop
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore", HW_ABORT_ON_SIGTERM="1"))
+    wait_for_text(log, "Init torch distributed begin.")
+    watch.send_signal(signal.SIGTERM)
+    code, lines, err = finish(watch, 20)
+    assert f"exited with status -{int(signal.SIGABRT)}" in err
+    assert lines[-1]["state"] == "crashed", lines[-1]

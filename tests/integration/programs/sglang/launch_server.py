@@ -16,9 +16,11 @@ launcher blocks reading each rank's readiness socket, a ready server blocks in a
     fifo_rank  rank 1 blocks opening its weights ($HW_FIFO, a FIFO nobody writes); rank 0 loaded and waits for it
 
 HW_JOINED_TITLE=1: the launcher retitles itself with its command line joined into one string.
+HW_ABORT_ON_SIGTERM=1: the launcher aborts (SIGABRT) when it is sent SIGTERM.
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -62,6 +64,8 @@ def serve(port):
 def main():
     if os.environ.get("HW_DIE_WITH_PARENT"):
         die_with_parent()
+    if os.environ.get("HW_ABORT_ON_SIGTERM"):
+        signal.signal(signal.SIGTERM, lambda *_: os.abort())  # a crash while it stops
     if os.environ.get("HW_JOINED_TITLE"):
         from setproctitle import setproctitle
 
