@@ -293,14 +293,17 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
         return {"server": view.server_name, "started_at": getattr(view, "started_at", None),
                 "samples": gpu_history(view.gpu_samples())}
 
-    @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
-    def history(limit: int = Query(100, ge=1, le=1000)) -> dict[str, Any]:
+    @app.get("/history", response_model=HistoryModel,
+             summary="Past verdict transitions, episodes and alert deliveries of this server (?all=1: of every server)")
+    def history(limit: int = Query(100, ge=1, le=1000), all: bool = Query(False)) -> dict[str, Any]:  # noqa: A002
         if store is None:
             return {"enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
-        return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
-                         "alerts": [a.to_dict() for a in store.alerts(limit)],
-                         "episodes": [dict(e.__dict__) for e in store.episodes(limit)],
-                         "refinements": [r.to_dict() for r in store.refinements(limit)]})
+        # a history file may hold other servers' records (--history shared by several agents)
+        server = None if all else redacted(view.server_name)
+        return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit, server)],
+                         "alerts": [a.to_dict() for a in store.alerts(limit, server)],
+                         "episodes": [dict(e.__dict__) for e in store.episodes(limit, server)],
+                         "refinements": [r.to_dict() for r in store.refinements(limit, server)]})
 
     @app.get("/bundle", summary="The current evidence as a bundle (.tar.gz, secrets redacted)",
              response_class=Response, responses={200: {"content": {"application/gzip": {}}}})

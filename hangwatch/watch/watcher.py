@@ -17,6 +17,7 @@ Each tick hands out one frozen `Observation` and the verdict: sinks read those, 
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -36,6 +37,7 @@ from hangwatch.model import (
     State,
     Verdict,
 )
+from hangwatch.sources.modelid import model_identity
 from hangwatch.watch import progress
 from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, budgets, phase_durations, position
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
@@ -399,9 +401,11 @@ class Watcher:
             flags = obs.server.flags
             gpu = obs.gpus[-1].gpus[0].name if obs.gpus and obs.gpus[-1].gpus else None
             model = flags.get("model-path") or flags.get("model") or "unknown"
-            tp = flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size") or "1"
+            tp = _size(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size"))
+            topology = " ".join(f"{name}{_size(flags.get(name))}" for name in ("pp", "dp", "nnodes"))
             self._setup = SetupKey(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
-                                   str(model), int(tp) if str(tp).isdigit() else 1, gpu or "cpu")
+                                   model_identity(str(model), obs.server.launcher_pid), tp, gpu or "cpu",
+                                   f"tp{tp} {topology}")
         return self._setup
 
     def _past_starts(self, obs: Observation) -> list[PastStart]:
@@ -559,6 +563,17 @@ def server_name(server: Any) -> str:
     host = getattr(server, "host", None) or "localhost"
     pid = getattr(server, "launcher_pid", None)
     return f"{engine} pid {pid} on {host}:{port}" if port else f"{engine} pid {pid}"
+
+
+def _size(value: object) -> int:
+    """A parallel size flag: 1 when absent or not a number (the engines' default)."""
+    return int(value) if isinstance(value, str) and value.isdigit() else 1
+
+
+def server_pid(name: str) -> int | None:
+    """The launcher pid in a `server_name` label (a history file's records name servers by it)."""
+    found = re.search(r"\bpid (\d+)\b", name)
+    return int(found.group(1)) if found else None
 
 
 def _log_age(path: str | None, wall_now: float) -> float:

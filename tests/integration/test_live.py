@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import sys
 import tarfile
 import time
 import urllib.request
@@ -22,7 +23,7 @@ import psutil
 import pytest
 
 from helpers.liveprocs import wait_until
-from helpers.livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
+from helpers.livetools import LAUNCHER, Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
 
@@ -293,3 +294,82 @@ def test_a_crash_during_a_stop_is_a_crash(procs: Procs, tmp_path: Path) -> None:
     code, lines, err = finish(watch, 20)
     assert f"exited with status -{int(signal.SIGABRT)}" in err
     assert lines[-1]["state"] == "crashed", lines[-1]
+
+
+# ---------------------------------------------------------------- history per setup
+
+
+def _model_dir(root: Path, layers: int) -> Path:
+    (root / "model").mkdir(parents=True)
+    (root / "model" / "config.json").write_text(json.dumps({"num_hidden_layers": layers}))
+    return root
+
+
+def _relative_model_cmd() -> list[str]:
+    return [sys.executable, str(LAUNCHER), "--model-path", "model", "--tp-size", "2", "--port", str(free_port())]
+
+
+def _history(port: int, query: str = "") -> dict:
+    return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/history{query}", timeout=10))
+
+
+def test_two_servers_on_one_default_history_share_neither_budgets_nor_episodes(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN two models, each given as the same relative text `--model-path model` from its own directory
+    a, b = _model_dir(tmp_path / "a", 2), _model_dir(tmp_path / "b", 4)
+    # server A started fine once: its phase durations are in the default history
+    code, _, err = finish(procs.hangwatch(["run", *GATE, "--no-preflight", "--log", str(tmp_path / "a1.log"), "--",
+                                           *_relative_model_cmd()], env=_env(HW_MODE="healthy"), cwd=a), 40)
+    procs.groups.add(_started_pid(err))
+    assert code == 0, err
+    # WHEN A starts again and B starts, both stuck, both served, on the same default history
+    ports = {name: free_port() for name in ("a", "b")}
+    watches = {name: procs.hangwatch(["run", "--json", "--no-preflight", "--serve", "--port", str(ports[name]),
+                                      "--log", str(tmp_path / f"{name}2.log"), "--", *_relative_model_cmd()],
+                                     env=_env(HW_MODE="tcpstore"), cwd=root)
+               for name, root in (("a", a), ("b", b))}
+    seen = {name: next(line for line in json_lines(watch, 40) if line["state"] == "stalled") for name, watch in watches.items()}
+    histories = {name: _history(port) for name, port in ports.items()}
+    everything = {name: _history(port, "?all=1") for name, port in ports.items()}
+    for watch in watches.values():
+        watch.send_signal(signal.SIGINT)
+    for watch in watches.values():
+        watch.communicate(timeout=30)
+    # THEN A's learned start gives A an ETA (its setup matched) and B none (another model)
+    assert seen["a"]["eta"] is not None and seen["a"]["eta"]["from_starts"] == 1, seen["a"]
+    assert seen["b"]["eta"] is None, seen["b"]
+    # and each page's history holds its own server's episode only, even when all are asked for
+    for name, other in (("a", "b"), ("b", "a")):
+        assert [e["server"] for e in histories[name]["episodes"]] == [seen[name]["server"]]
+        assert seen[other]["server"] not in json.dumps(everything[name])
+
+
+def test_a_shared_history_file_closes_the_episodes_of_gone_servers(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a history file an agent of server A left an open stall episode in, A since gone
+    history = tmp_path / "shared.sqlite"
+    first = procs.server("tcpstore", tmp_path / "a.log")
+    wait_for_text(tmp_path / "a.log", "Init torch distributed begin.")
+    port = free_port()
+    watch = procs.hangwatch(["attach", str(first.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
+                             "--timeout", "60"])
+    stalled_a = next(line for line in json_lines(watch, 40) if line["state"] == "stalled")
+    wait_until(lambda: _history(port)["episodes"], timeout_s=15)
+    watch.send_signal(signal.SIGINT)
+    watch.communicate(timeout=20)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    # WHEN an agent of server B opens the same file
+    second = procs.server("tcpstore", tmp_path / "b.log")
+    wait_for_text(tmp_path / "b.log", "Init torch distributed begin.")
+    port = free_port()
+    watch = procs.hangwatch(["attach", str(second.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
+                             "--timeout", "60"])
+    stalled_b = next(line for line in json_lines(watch, 40) if line["state"] == "stalled")
+    wait_until(lambda: _history(port)["episodes"], timeout_s=15)
+    mine, every = _history(port), _history(port, "?all=1")
+    watch.send_signal(signal.SIGINT)
+    watch.communicate(timeout=20)
+    # THEN B's history is B's; asked for all, A's episode is there and ended
+    assert {e["server"] for e in mine["episodes"]} == {stalled_b["server"]}
+    assert {t["server"] for t in mine["transitions"]} == {stalled_b["server"]}
+    ended = {e["server"]: e["ended"] for e in every["episodes"]}
+    assert ended[stalled_a["server"]] is not None and ended[stalled_b["server"]] is None
