@@ -11,8 +11,10 @@ SIGINT, and vLLM turns SIGTERM during its start into `KeyboardInterrupt("termina
 stop unwinds (KeyboardInterrupt, SystemExit, a cancelled task, a peer's socket closing, ranks
 SIGKILLed by their dying parent) is no crash evidence; a fatal signal (SIGSEGV, SIGABRT, ...), a
 CUDA or NCCL error, std::terminate or any other exception is: a crash during a stop is a crash.
-A silent exit whose status hangwatch cannot read (attached, the launcher not its child) is no
-stop seen: it stays `crashed`.
+A process that exits with an error status of its own (1) crashed too. A silent exit whose status
+hangwatch cannot read (attached, the launcher not its child) is no stop seen: it stays `crashed`.
+A rank that died before `hangwatch run` forwarded the stop makes the start a crash (the watcher
+notes no stop then: Watcher.note_stop).
 """
 
 from __future__ import annotations
@@ -82,6 +84,8 @@ def crash_facts(ctx: Context) -> tuple[Fact, ...]:
         sig = _exit_signal(proc.exit_code)
         if sig in _CRASH_SIGNALS:
             facts.append(Fact(f"{_who(proc)} died of {sig.name} (status {proc.exit_code})", Source("procs.json")))
+        elif sig is None and proc.exit_code:  # `sys.exit(1)`: it gave up on an error
+            facts.append(Fact(f"{_who(proc)} exited with status {proc.exit_code}", Source("procs.json")))
     for failure in ctx.failures:
         if failure.warning or failure.consequence or _is_unwinding(failure):
             continue

@@ -27,6 +27,7 @@ from typing import Any
 
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.stacktree import merge_stacks
+from hangwatch.engines import rank_roles
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     Evidence,
@@ -146,7 +147,10 @@ class Watcher:
 
     def note_stop(self, what: str) -> None:
         """A stop was asked for (`hangwatch run` forwarding Ctrl-C or SIGTERM): the exit that
-        follows is `stopped`, unless something crashes. Safe from a signal handler: one assignment."""
+        follows is `stopped`, unless something crashes. A start whose rank had already died
+        crashed before the stop: its end is no stop's. Safe from a signal handler: no lock taken."""
+        if any(p.exited and p.role in rank_roles() for p in self._procs):
+            return
         self._stop = self._stop or what
 
     # ---------------------------------------------------------------- the tick

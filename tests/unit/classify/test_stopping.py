@@ -61,6 +61,7 @@ def test_a_crash_during_a_stop_is_a_crash() -> None:
     failed = [*INTERRUPTED[:1], "Traceback (most recent call last):", '  File "x.py", line 1, in f',
               "RuntimeError: CUDA error: an illegal memory access was encountered"]
     assert _verdict(failed, _procs(-15), stop=stop).state is State.CRASHED
+    assert _verdict(INTERRUPTED[:1], _procs(1), stop=stop).state is State.CRASHED  # it gave up on an error
 
 
 def test_a_crash_without_a_stop_stays_a_crash() -> None:
