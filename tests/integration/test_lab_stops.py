@@ -73,6 +73,16 @@ def _wait_text(path: Path, text: str, timeout_s: float = START_TIMEOUT_S) -> Non
     raise TimeoutError(f"{text!r} not in {path} within {timeout_s} s:\n{path.read_text(errors='replace')[-3000:] if path.exists() else ''}")
 
 
+def _launcher_of(pid: int, timeout_s: float = 60.0) -> psutil.Process:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = [c for c in psutil.Process(pid).children() if "sglang.launch_server" in " ".join(c.cmdline())]
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise TimeoutError(f"hangwatch run (pid {pid}) started no server in {timeout_s} s")
+
+
 def _lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -86,9 +96,9 @@ def test_a_stop_of_a_real_stuck_start_is_stopped(tmp_path: Path, env: dict[str, 
                               "-m", "sglang.launch_server", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
     groups.append(watch.pid)
-    _wait_text(log, "Init torch distributed begin")
-    launcher = next(c for c in psutil.Process(watch.pid).children() if "sglang.launch_server" in " ".join(c.cmdline()))
-    groups.append(launcher.pid)
+    launcher = _launcher_of(watch.pid)
+    groups.append(launcher.pid)  # its own session: killed at teardown whatever happens
+    _wait_text(log, "Init parallel begin")
     time.sleep(3)  # inside the rendezvous
     # WHEN it is stopped: the user's Ctrl-C, a supervisor's SIGTERM to run, an orchestrator's to the server
     if stop == "ctrl-c to run":
@@ -127,7 +137,7 @@ def test_a_real_launcher_with_a_joined_title_on_its_own_port_is_no_port_conflict
             server = subprocess.Popen([LAB_PYTHON, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
         groups.append(server.pid)
-        _wait_text(log, "Init torch distributed begin")
+        _wait_text(log, "Init parallel begin")
         assert b"\x00" not in Path(f"/proc/{server.pid}/cmdline").read_bytes().rstrip(b"\x00")
         # WHEN attached, gating on a stall
         done = subprocess.run([HANGWATCH, "attach", str(server.pid), "--json", "--exit-on", "stalled,crashed,ready",
