@@ -19,7 +19,7 @@ from hangwatch.errors import SourceUnavailable, TargetError
 from hangwatch.parse.flags import parse_flags
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.logfind import LogLocation, find_log
-from hangwatch.sources.procs import parent_pid
+from hangwatch.sources.procs import parent_pid, stat_fields
 
 __all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
 
@@ -204,13 +204,16 @@ _WRAPPER_CHILDREN = 2
 def _wrapped(pid: int, proc_root: str) -> list[int]:
     """The processes `pid` runs as a wrapper, outermost first: down while a process has at most
     two children (hangwatch's own line of processes not counted), into the one that has children
-    of its own (the program, not its log pipe); the last level's children all count."""
+    of its own (the program, not its log pipe); the last level's children all count. A child in
+    a process group of its own is a job a shell started, not the wrapper's program (an
+    interactive shell runs each command so), unless its parent is a container's init."""
     children = _children_map(proc_root)
     own = _own_line(proc_root)
     found: list[int] = []
     current = pid
     for _ in range(_MAX_ANCESTORS):
-        kids = [c for c in children.get(current, ()) if c not in own]
+        group = None if _container_init(current, proc_root) else _pgid(current, proc_root)
+        kids = [c for c in children.get(current, ()) if c not in own and (group is None or _pgid(c, proc_root) == group)]
         if not kids or len(kids) > _WRAPPER_CHILDREN:
             return found
         found.extend(kids)
@@ -219,6 +222,27 @@ def _wrapped(pid: int, proc_root: str) -> list[int]:
             return found
         current = parents[0]
     return found
+
+
+def _pgid(pid: int, proc_root: str) -> int | None:
+    fields = stat_fields(pid, proc_root)
+    try:
+        return int(fields[2]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _container_init(pid: int, proc_root: str) -> bool:
+    """pid 1 of a pid namespace below this one (`NSpid: 4242 1`): a container's init."""
+    try:
+        with open(f"{proc_root}/{pid}/status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    ids = line.split()[1:]
+                    return len(ids) > 1 and ids[-1] == "1"
+    except OSError:
+        return False
+    return False
 
 
 def _own_line(proc_root: str) -> set[int]:

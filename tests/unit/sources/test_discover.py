@@ -170,3 +170,22 @@ def test_a_process_running_several_things_is_no_servers_wrapper(spawner: Spawner
         discover(host.pid)
     # the server itself is still found from its own pid
     assert discover(info["pid"]).port == 30777
+
+
+def test_a_server_a_shell_runs_as_a_job_of_its_own_is_not_the_shells(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN an interactive shell's way of running a command: the server in a process group of its own
+    ready = tmp_path / "ready.json"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_SERVERS), "HW_READY": str(ready)}
+    code = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-m', 'sglang.launch_server', '--port', '30778'], preexec_fn=os.setpgrp)\n"
+            "time.sleep(60)\n")
+    shell = spawner.python(code, env=env)
+    info = wait_json(ready, shell, 15.0)
+    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    try:
+        # WHEN / THEN the shell is no server; the server is found from its own pid
+        with pytest.raises(TargetError, match="is not an SGLang or vLLM server"):
+            discover(shell.pid)
+        assert discover(info["pid"]).port == 30778
+    finally:
+        os.killpg(info["pid"], 9)  # the launcher's own group, outside the spawner's
