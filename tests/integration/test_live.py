@@ -26,6 +26,7 @@ from helpers.liveprocs import wait_until
 from helpers.livetools import LAUNCHER, Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
+LOADED_S = 60.0  # the test server's first lines, on a host that runs several suites at once
 
 
 @pytest.fixture
@@ -239,7 +240,7 @@ def test_a_joined_title_on_its_own_port_accuses_no_holder_of_the_default_port(pr
     log = tmp_path / "server.log"
     try:
         server = procs.server("tcpstore", log, HW_JOINED_TITLE="1")
-        wait_for_text(log, "Init torch distributed begin.")
+        wait_for_text(log, "Init torch distributed begin.", LOADED_S)
         assert b"\x00" not in Path(f"/proc/{server.pid}/cmdline").read_bytes().rstrip(b"\x00")
         # WHEN attached
         code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE]), 30)
@@ -260,7 +261,7 @@ def test_a_stop_of_run_ends_as_stopped_not_crashed(procs: Procs, tmp_path: Path,
     log = tmp_path / "run.log"
     watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
                             env=_env(HW_MODE="tcpstore"))
-    wait_for_text(log, "Init torch distributed begin.")
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
     # WHEN the user stops it (Ctrl-C, or SIGTERM from a supervisor)
     watch.send_signal(signum)
     code, lines, err = finish(watch, 20)
@@ -276,7 +277,7 @@ def test_the_orchestrators_sigterm_to_the_server_is_a_stop(procs: Procs, tmp_pat
     log = tmp_path / "run.log"
     watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
                             env=_env(HW_MODE="tcpstore"))
-    wait_for_text(log, "Init torch distributed begin.")
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
     launcher = wait_until(lambda: [c for c in psutil.Process(watch.pid).children() if "launch_server" in " ".join(c.cmdline())])
     os.kill(launcher[0].pid, signal.SIGTERM)  # to the launcher only, as an orchestrator does
     code, lines, err = finish(watch, 20)
@@ -289,7 +290,7 @@ def test_a_crash_during_a_stop_is_a_crash(procs: Procs, tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
                             env=_env(HW_MODE="tcpstore", HW_ABORT_ON_SIGTERM="1"))
-    wait_for_text(log, "Init torch distributed begin.")
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
     watch.send_signal(signal.SIGTERM)
     code, lines, err = finish(watch, 20)
     assert f"exited with status -{int(signal.SIGABRT)}" in err
@@ -317,8 +318,9 @@ def test_two_servers_on_one_default_history_share_neither_budgets_nor_episodes(p
     # GIVEN two models, each given as the same relative text `--model-path model` from its own directory
     a, b = _model_dir(tmp_path / "a", 2), _model_dir(tmp_path / "b", 4)
     # server A started fine once: its phase durations are in the default history
-    code, _, err = finish(procs.hangwatch(["run", *GATE, "--no-preflight", "--log", str(tmp_path / "a1.log"), "--",
-                                           *_relative_model_cmd()], env=_env(HW_MODE="healthy"), cwd=a), 40)
+    gate = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", str(LOADED_S)]
+    code, _, err = finish(procs.hangwatch(["run", *gate, "--no-preflight", "--log", str(tmp_path / "a1.log"), "--",
+                                           *_relative_model_cmd()], env=_env(HW_MODE="healthy"), cwd=a), LOADED_S + 30)
     procs.groups.add(_started_pid(err))
     assert code == 0, err
     # WHEN A starts again and B starts, both stuck, both served, on the same default history
@@ -327,7 +329,8 @@ def test_two_servers_on_one_default_history_share_neither_budgets_nor_episodes(p
                                       "--log", str(tmp_path / f"{name}2.log"), "--", *_relative_model_cmd()],
                                      env=_env(HW_MODE="tcpstore"), cwd=root)
                for name, root in (("a", a), ("b", b))}
-    seen = {name: next(line for line in json_lines(watch, 40) if line["state"] == "stalled") for name, watch in watches.items()}
+    seen = {name: next(line for line in json_lines(watch, LOADED_S) if line["state"] == "stalled")
+            for name, watch in watches.items()}
     histories = {name: _history(port) for name, port in ports.items()}
     everything = {name: _history(port, "?all=1") for name, port in ports.items()}
     for watch in watches.values():
@@ -347,7 +350,7 @@ def test_a_shared_history_file_closes_the_episodes_of_gone_servers(procs: Procs,
     # GIVEN a history file an agent of server A left an open stall episode in, A since gone
     history = tmp_path / "shared.sqlite"
     first = procs.server("tcpstore", tmp_path / "a.log")
-    wait_for_text(tmp_path / "a.log", "Init torch distributed begin.")
+    wait_for_text(tmp_path / "a.log", "Init torch distributed begin.", LOADED_S)
     port = free_port()
     watch = procs.hangwatch(["attach", str(first.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
                              "--timeout", "60"])
@@ -359,7 +362,7 @@ def test_a_shared_history_file_closes_the_episodes_of_gone_servers(procs: Procs,
     first.wait(timeout=10)
     # WHEN an agent of server B opens the same file
     second = procs.server("tcpstore", tmp_path / "b.log")
-    wait_for_text(tmp_path / "b.log", "Init torch distributed begin.")
+    wait_for_text(tmp_path / "b.log", "Init torch distributed begin.", LOADED_S)
     port = free_port()
     watch = procs.hangwatch(["attach", str(second.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
                              "--timeout", "60"])
