@@ -46,6 +46,8 @@ def discover(pid: int, *, proc_root: str = "/proc") -> Server:
     cmdline = read_cmdline(pid, proc_root=proc_root)
     if cmdline is None:
         raise TargetError(f"no process with pid {pid}")
+    if not cmdline:
+        raise TargetError(f"pid {pid} has no command line: it has exited (a zombie) or is a kernel thread")
     found = _launcher(pid, cmdline, proc_root)
     if found is None:
         titles = " or ".join(engine.title or engine.name for engine in engines())

@@ -376,3 +376,19 @@ def test_a_shared_history_file_closes_the_episodes_of_gone_servers(procs: Procs,
     assert {t["server"] for t in mine["transitions"]} == {stalled_b["server"]}
     ended = {e["server"]: e["ended"] for e in every["episodes"]}
     assert ended[stalled_a["server"]] is not None and ended[stalled_b["server"]] is None
+
+
+def test_attach_to_a_server_interrupted_in_its_terminal_ends_the_gate_as_stopped(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN attach gating on a stuck server (not hangwatch's child: its exit status is unknown here)
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log, HW_DIE_WITH_PARENT="1")
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+    watch = procs.hangwatch(["attach", str(server.pid), "--json", "--exit-on", "ready,crashed", "--timeout", "120"])
+    next(json_lines(watch, LOADED_S))  # attached: it watches the server now
+    # WHEN the server gets the Ctrl-C of its terminal (its log ends in the KeyboardInterrupt)
+    server.send_signal(signal.SIGINT)
+    code, lines, err = finish(watch, LOADED_S)
+    # THEN the gate ends at once on `stopped`, not at its timeout, and not as a crash
+    assert "KeyboardInterrupt" in log.read_text()
+    assert code == 1 and lines[-1]["state"] == "stopped", (lines[-1:], err[-2000:])
+    assert all(line["state"] != "crashed" for line in lines) and lines[-1]["t"] < 100
