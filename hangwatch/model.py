@@ -21,6 +21,7 @@ class State(str, enum.Enum):
     READY = "ready"
     CRASHED = "crashed"
     UNKNOWN = "unknown"  # a bundle that holds no evidence: not enough to say whether it hung
+    STOPPED = "stopped"  # a stop someone asked for ended it (Ctrl-C, SIGTERM, a clean shutdown): no crash
 
 
 class Phase(str, enum.Enum):
@@ -303,6 +304,7 @@ class Evidence:
     host_unknown: Mapping[str, str] = field(default_factory=dict)  # host fact -> why it could not be read
     preflight: tuple[Finding, ...] = ()  # what the preflight before this launch found
     endpoint: EndpointAnswer | None = None  # the latest answer of the engine's health endpoint
+    stop: str | None = None  # a stop hangwatch saw asked for ("hangwatch run got SIGINT ..."); None: none seen
 
 
 # ---------------------------------------------------------------- verdict
@@ -366,7 +368,7 @@ class StallEpisode:
 
     id: str
     started_at: float  # epoch seconds
-    state: str  # "stalled" | "crashed" | "resolved"
+    state: str  # "stalled" | "crashed" | "resolved" | "stopped"
     cause: str | None
     confidence: float = 0.0
     refined: tuple[Refinement, ...] = ()

@@ -93,6 +93,7 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
         server_port=_server_port(flags, engine, cmdline),
         endpoint=_endpoint(meta),
         preflight=_preflight(files.get("preflight.json"), missing),
+        stop=meta["stop"] if isinstance(meta.get("stop"), str) else None,
     )
 
 

@@ -20,6 +20,7 @@ from hangwatch.classify.values import (
     parse_names,
     parse_regex,
 )
+from hangwatch.classify.waiton import blamed_frame
 from hangwatch.engines import rank_roles
 from hangwatch.errors import RuleError
 from hangwatch.model import Fact, Frame, Origin, ProcessStack, Source, ThreadStack
@@ -28,8 +29,6 @@ from hangwatch.parse.stacks import stack_signature
 ORIGINS = tuple(origin.value for origin in Origin)
 _FRAME_KEYS = ("match", "ranks", "thread", "top", "roles", "culprits", "signal")
 _ORIGIN_KEYS = ("in", "ranks", "thread", "top", "roles", "culprits", "innermost")
-# Frames that are only the way down to a wait: the stdlib, torch, other libraries, native code.
-_PASS_THROUGH = frozenset({Origin.LIBRARY, Origin.TORCH, Origin.NATIVE})
 
 
 @dataclass(frozen=True)
@@ -43,8 +42,9 @@ class FrameArg:
     top: int | None = None
     roles: frozenset[str] | None = None
     culprits: bool = False  # name the ranks that show the frame, when not all of them do
-    # test only the innermost frame that is engine or user code: where the thread waits, not who
-    # called it (a script's `<module>` at the bottom of every embedded engine's stack)
+    # test only the frame where the thread waits, not who called it (a script's `<module>` at the
+    # bottom of every embedded engine's stack; a script's `init_process_group` above the TCPStore
+    # wait): classify.waiton decides it, as it does for the wait-for graph
     innermost: bool = False
     # only threads a crash handler or debugger reported this fatal signal for (`SIGBUS|SIGSEGV`)
     signal: re.Pattern[str] | None = None
@@ -132,7 +132,7 @@ def _first_hit(stack: ProcessStack, arg: FrameArg) -> tuple[ThreadStack, Frame] 
             continue
         frames = thread.frames[: arg.top]
         if arg.innermost:
-            inner = next((f for f in frames if f.origin not in _PASS_THROUGH), None)
+            inner = blamed_frame(thread, arg.top)
             frames = (inner,) if inner is not None else ()
         for frame in frames:
             if arg.test(frame):

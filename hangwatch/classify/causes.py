@@ -173,6 +173,7 @@ STATES: dict[str, str] = {
     'ready': "the server finished its own start-up: it printed its ready line (SGLang `The server is fired up and ready to roll!`; vLLM `Application startup complete.` after the engine is up) or answered a real generation. An open port alone is not ready: the server's own warm-up request may still hang (`warmup_request`)",
     'crashed': 'the server or one of its ranks exited',
     'unknown': 'a bundle that holds no observation at all (only `meta.json`): not enough evidence to say whether the start hung (never live: a watched server always has processes)',
+    'stopped': 'a stop someone asked for ended it, and nothing crashed: Ctrl-C or SIGTERM to `hangwatch run` (forwarded to the server), the launcher exiting on SIGINT/SIGTERM/SIGHUP or with status 0 (the engine\'s own clean shutdown), or the log ending in the `KeyboardInterrupt` a stop raises (vLLM turns SIGTERM during its start into one). What a stop unwinds (KeyboardInterrupt, SystemExit, peers\' sockets closing, ranks killed with their parent) is no crash evidence; a fatal signal (SIGSEGV, SIGABRT, ...), a CUDA/NCCL error or any other exception is, and makes it `crashed`. Attached to a server that exits silently with a status hangwatch cannot read (not its child), no stop is seen: `crashed`',
 }
 
 # Severity order: a higher index wins a tie between matches of equal confidence and specificity.

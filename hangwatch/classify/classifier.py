@@ -27,6 +27,7 @@ from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.pasted import with_pasted
 from hangwatch.classify.raise_sites import site_rules, with_site
 from hangwatch.classify.rule import Rule
+from hangwatch.classify.stopping import crash_facts, stop_facts
 from hangwatch.classify.template import render
 from hangwatch.engines import MAIN, env_prefixes, rank_roles, ready_seen
 from hangwatch.model import (
@@ -333,6 +334,14 @@ def _crashed(ctx: Context, ranked: Sequence[Match]) -> Verdict:
     )  # fmt: skip
 
 
+def _stopped(ctx: Context, facts: Sequence[Fact]) -> Verdict:
+    return Verdict(
+        state=State.STOPPED, cause=None, confidence=1.0, title="The server was stopped",
+        message="A stop was asked for and the server exited; nothing crashed.", evidence=tuple(facts)[:MAX_FACTS],
+        **_common(ctx),
+    )  # fmt: skip
+
+
 def _without_match(
     ctx: Context, ranked: Sequence[Match], rules: Sequence[Rule], budgets: Mapping[Phase, float]
 ) -> Verdict:
@@ -370,6 +379,9 @@ def classify(
     # the engine's own raise site of the first failure, where the table maps it to a cause, is one more rule
     ranked = rank_matches(m for rule in (*rules, *site_rules(ctx)) if (m := match_rule(rule, ctx)) is not None)
     if is_crashed(ctx):
+        stop = stop_facts(ctx)
+        if stop and not crash_facts(ctx):
+            return _stopped(ctx, stop)
         return _crashed(ctx, ranked)
     if ctx.ready:
         return _healthy(State.READY, ctx, ranked, None)

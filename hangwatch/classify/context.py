@@ -16,6 +16,7 @@ from typing import Any
 from hangwatch.classify import logscan
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.engines import MAIN, flag_aliases, get_engine, rank_positions, rank_roles, ready_seen, server_port
+from hangwatch.engines.base import flag_port
 from hangwatch.model import (
     Evidence,
     GpuSample,
@@ -380,6 +381,14 @@ class Context:
         if self.evidence.server_port is not None:
             return self.evidence.server_port
         return server_port(self.flags, _engine(self.engine))
+
+    @cached_property
+    def port_read(self) -> bool:
+        """Whether the port was read from the command line: the engine's default, assumed when
+        no port flag could be read (a title hangwatch could not split, a flag not given), is no
+        evidence against a process that holds it."""
+        engine = _engine(self.engine)
+        return flag_port(self.flags, engine.port_flag if engine is not None else "port") is not None
 
     @property
     def ports_known(self) -> bool:

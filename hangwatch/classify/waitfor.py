@@ -13,6 +13,9 @@ Each rank's latest stack (and its threads' kernel wait channels) says what it wa
 | FIFO / pipe | `wait_for_partner` (open), `pipe_read` / `pipe_write`            | the other end      |
 | GPU         | a CUDA synchronize                                               | the GPU            |
 
+What a thread waits on is decided in classify.waiton, which the user-code rule shares: a
+rendezvous or collective the user's script called is a wait on the peers, never the user's code.
+
 Following the edges from any waiting rank ends at the *final blocker*: a rank or process that
 waits on nothing in the graph (a FIFO nobody writes, the GPU, a child still running, a rank still
 computing), or a rank that is dead or absent, or a cycle. A cycle, or a wait on a dead or absent
@@ -27,23 +30,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from hangwatch.classify.context import Context, label_order
+from hangwatch.classify.waiton import Wait, blamed_frame, thread_wait
 from hangwatch.engines import rank_roles
-from hangwatch.model import Blocker, Evidence, Frame, ProcessRecord, ProcessStack, ThreadStack
+from hangwatch.model import Blocker, Evidence, Origin, ProcessRecord, ProcessStack, ThreadStack
 
 __all__ = ["Wait", "process_wait", "final_blocker", "wait_graph"]
 
-_RENDEZVOUS = re.compile(r"_create_c10d_store|TCPStore|waitForWorkers|store_based_barrier|_tcp_rendezvous|"
-                         r"rendezvous|init_process_group")
-_COLLECTIVE = re.compile(r"\b(all_reduce|allreduce|all_gather\w*|broadcast\w*|reduce_scatter\w*|barrier|"
-                         r"monitored_barrier|all_to_all\w*|send|recv|isend|irecv)\b|nccl(AllReduce|Broadcast|"
-                         r"AllGather|ReduceScatter|Send|Recv)|gloo::")
-_DISTRIBUTED_FILE = re.compile(r"torch/distributed|distributed_c10d|parallel_state|communication_op|nccl|gloo|"
-                               r"custom_all_reduce|pynccl|libnccl|libgloo")
-_CHILD = re.compile(r"Popen\.(wait|communicate|_wait)|\bwaitpid\b|check_output|check_call|subprocess\.run|"
-                    r"\bwait4\b|os\.wait")
-_LOCK = re.compile(r"\bflock\b|\blockf\b|FileLock|filelock|SoftFileLock|fcntl")
-_GPU = re.compile(r"synchroni[sz]e|cudaStreamSynchronize|cudaDeviceSynchronize|cuStreamSynchronize|"
-                  r"cudaEventSynchronize|cuEventSynchronize|cudaMemcpy(?!Async)")
 _PY_WAIT_FILE = re.compile(r"(^|/)(threading|queue|selectors|concurrent/futures/[a-z_]+|multiprocessing/[a-z_]+)\.py$")
 # kernel wait channels (/proc/PID/task/*/wchan) that say what a blocked thread waits on
 _WCHAN = (
@@ -53,38 +45,6 @@ _WCHAN = (
      "a file lock held by another process"),
 )  # do_wait is not here: some helper thread of every server waits on a child (a resource tracker)
 _BLOCKING = frozenset({"fifo", "pipe", "lock", "gpu", "child", "collective", "rendezvous"})
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What one process waits on: `kind` (see the table above), a phrase, and the frame it sits in."""
-
-    kind: str  # collective, rendezvous, child, lock, fifo, pipe, gpu, running, idle
-    what: str
-    frame: Frame | None = None
-    call: str | None = None  # the collective's function name: ranks in different ones wait on each other
-
-
-def _text(frame: Frame) -> str:
-    return f"{frame.qualname} {frame.function} {frame.file or frame.library or ''}"
-
-
-def _thread_wait(thread: ThreadStack) -> Wait | None:
-    """The thread's innermost frame that names a wait; None when no frame does."""
-    for frame in thread.frames:  # innermost first
-        text = _text(frame)
-        if _GPU.search(frame.qualname) or _GPU.search(frame.function):
-            return Wait("gpu", "the GPU (a CUDA synchronize)", frame)
-        if _RENDEZVOUS.search(text):
-            return Wait("rendezvous", "the distributed rendezvous (TCPStore)", frame)
-        found = _COLLECTIVE.search(frame.function) or _COLLECTIVE.search(frame.qualname)
-        if found and _DISTRIBUTED_FILE.search(text):
-            return Wait("collective", f"a collective ({frame.function})", frame, frame.function)
-        if _CHILD.search(frame.qualname) or _CHILD.search(f"{frame.file}:{frame.function}"):
-            return Wait("child", "a child process to exit", frame)
-        if _LOCK.search(text):
-            return Wait("lock", "a file lock", frame)
-    return None
 
 
 def _blocked_thread(stack: ProcessStack) -> ThreadStack | None:
@@ -102,9 +62,11 @@ def process_wait(stack: ProcessStack, proc: ProcessRecord | None) -> Wait:
     main = stack.main
     ordered = sorted(stack.threads, key=lambda th: th is not main)
     for thread in ordered:
-        found = _thread_wait(thread)
+        found = thread_wait(thread)
         if found is not None:
             return found
+        if thread is main and _in_user_code(thread):
+            break  # the main thread sits in the user's frames: a helper thread's wait is not the rank's
     for pattern, kind, what in _WCHAN:
         if proc is not None and any(pattern.search(w) for w in proc.wchan):
             blocked = _blocked_thread(stack)
@@ -113,6 +75,11 @@ def process_wait(stack: ProcessStack, proc: ProcessRecord | None) -> Wait:
         return Wait("running", f"nothing: it runs {main.top.display if main.top else '?'}", main.top)
     where = main.top.display if main is not None and main.top is not None else "?"
     return Wait("idle", f"no peer: it sits idle in {where}", main.top if main else None)
+
+
+def _in_user_code(thread: ThreadStack) -> bool:
+    frame = blamed_frame(thread)
+    return frame is not None and frame.origin is Origin.USER
 
 
 # ---------------------------------------------------------------- the graph

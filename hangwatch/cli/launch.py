@@ -35,6 +35,8 @@ class Launched:
     _offset: int = 0
     _decoder: codecs.IncrementalDecoder = field(default_factory=lambda: codecs.getincrementaldecoder("utf-8")("replace"))
     _signals_sent: int = 0
+    stopped_by: int | None = None  # the first stop signal forwarded: the exit that follows is a stop
+    on_stop: Callable[[int], None] | None = None  # told of each forwarded stop signal (the watcher)
 
     @property
     def pid(self) -> int:
@@ -56,6 +58,9 @@ class Launched:
     def forward(self, signum: int, frame: object = None) -> None:
         """A signal handler: pass SIGINT/SIGTERM on to the server's group; the third one kills it."""
         self._signals_sent += 1
+        self.stopped_by = self.stopped_by or signum
+        if self.on_stop is not None:
+            self.on_stop(signum)
         self._killpg(signal.SIGKILL if self._signals_sent >= 3 else signum)
 
     def install_forwarding(self) -> None:

@@ -10,6 +10,7 @@ import functools
 import inspect
 import os
 import shlex
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -163,7 +164,7 @@ def attach(
     from hangwatch.watch import Watcher
 
     options = _options(opts)
-    store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
+    store = _open_store(opts.history, opts.learn)
     config = _config(log, opts.interval, opts.native, learn=opts.learn)
     watcher = Watcher(discover(pid), _load_rules(opts.rules), config, book=store if opts.learn else None)
     with _Sinks(watcher, store, opts) as sinks:
@@ -193,7 +194,7 @@ def run(
     existed = log_path.exists() and log_path.stat().st_size > 0
     rule_set = _load_rules(opts.rules)
     report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
-    store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
+    store = _open_store(opts.history, opts.learn)
     try:
         child = launch(cmd, log_path)
     except OSError as exc:
@@ -204,10 +205,22 @@ def run(
     config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
                      preflight=report.findings if report else (), learn=opts.learn)
     watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config, book=store if opts.learn else None)
+    _watch_stops(child, watcher)
     with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None) as sinks:
         code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
     _report_exit(child, code, options)
     raise typer.Exit(code)
+
+
+def _watch_stops(child: Any, watcher: Any) -> None:
+    """Ctrl-C or SIGTERM to `hangwatch run` is a stop asked for: the server's exit is `stopped`."""
+
+    def note(signum: int) -> None:
+        watcher.note_stop(f"hangwatch run got {signal.Signals(signum).name} and passed it to the server")
+
+    child.on_stop = note
+    if child.stopped_by is not None:  # a signal came before the watcher was built
+        note(child.stopped_by)
 
 
 def default_history_path() -> Path:
@@ -216,9 +229,10 @@ def default_history_path() -> Path:
     return Path(state) / "hangwatch" / "history.sqlite"
 
 
-def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
-    """The SQLite history: --history, else the default file when learning, else in memory when
-    alerts or the API need one. A default file that cannot be opened costs only the learning."""
+def _open_store(history: Path | None, learn: bool) -> Any:
+    """The SQLite history: --history, else the default file for past starts when learning (the
+    session's transitions and alerts then live in memory, _Sinks._store). A default file that
+    cannot be opened costs only the learning."""
     from hangwatch.sinks.store import HistoryStore
 
     if history is not None:
@@ -230,7 +244,25 @@ def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
             return _recovered(HistoryStore.open_or_recover(str(path)))
         except Exception as exc:  # OSError, sqlite3.Error: a read-only or full home
             print(f"hangwatch: warning: cannot keep past starts in {path}: {exc}", file=sys.stderr)
-    return HistoryStore(":memory:") if needed else None
+    return None
+
+
+def _server_gone(episode: Any) -> bool:
+    """The server an episode of the history file belongs to is gone: its launcher pid is not
+    running, or runs a process started after the episode (the pid was reused)."""
+    import psutil
+
+    from hangwatch.watch.watcher import server_pid
+
+    pid = server_pid(episode.server)
+    if pid is None:
+        return False  # a label hangwatch did not write: leave it
+    try:
+        return psutil.Process(pid).create_time() > episode.started + 1.0
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False  # another user's process: it runs
 
 
 def _recovered(opened: tuple[Any, str | None]) -> Any:
@@ -344,12 +376,20 @@ class _Sinks:
         self.watcher.close()
 
     def _store(self) -> Any:
+        from hangwatch.sinks.store import HistoryStore
+
         if self.store is not None:
             self._closers.append(self.store.close)
-        # the default file keeps past starts only; transitions and alerts when asked for
-        if self.history is None and not (self.slack or self.webhook or self.serve):
+        if self.history is not None:  # --history FILE: past starts, transitions, episodes and alerts
+            self.store.close_gone(_server_gone)
+            return self.store
+        if not (self.slack or self.webhook or self.serve):
             return None
-        return self.store
+        # the default file keeps past starts only (docs/serving.md): this session's transitions,
+        # episodes and alerts live in memory, so no other server's ever shows here
+        memory = HistoryStore(":memory:")
+        self._closers.append(memory.close)
+        return memory
 
     def _alerts(self, store: Any) -> None:
         if store is None:

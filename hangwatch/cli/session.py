@@ -129,6 +129,8 @@ class Session:
     def _finished(self, verdict: Verdict) -> int | None:
         if verdict.state in self.options.exit_on:
             return EXIT_READY if verdict.state is State.READY else EXIT_NOT_READY
+        if verdict.state is State.STOPPED and self.options.exit_on:
+            return EXIT_NOT_READY  # a gate ends: a stopped server never becomes ready
         if self._stop_signal is not None:
             return EXIT_INTERRUPTED
         if self.child_pid is not None and child_exited(self.child_pid):

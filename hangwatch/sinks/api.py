@@ -80,7 +80,7 @@ class RefinementModel(BaseModel):
 class EpisodeModel(BaseModel):
     id: str
     started_at: float
-    state: Literal["stalled", "crashed", "resolved"]
+    state: Literal["stalled", "crashed", "resolved", "stopped"]
     cause: str | None
     refined: list[RefinementModel]
 
@@ -107,7 +107,7 @@ class EtaModel(BaseModel):
 class VerdictModel(BaseModel):
     """The same shape as `hangwatch diagnose --json` (Verdict.to_dict)."""
 
-    state: Literal["starting", "progressing", "stalled", "ready", "crashed", "unknown"]
+    state: Literal["starting", "progressing", "stalled", "ready", "crashed", "stopped", "unknown"]
     cause: str | None
     confidence: float
     confidence_label: Literal["low", "medium", "high"]
@@ -298,15 +298,18 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
         return {"server": view.server_name, "started_at": getattr(view, "started_at", None),
                 "samples": gpu_history(view.gpu_samples())}
 
-    @app.get("/history", response_model=HistoryModel, summary="Past verdict transitions and alert deliveries")
-    def history(limit: int = Query(100, ge=1, le=1000)) -> Any:
+    @app.get("/history", response_model=HistoryModel,
+             summary="Past verdict transitions, episodes and alert deliveries of this server (?all=1: of every server)")
+    def history(limit: int = Query(100, ge=1, le=1000), all: bool = Query(False)) -> Any:  # noqa: A002
         if store is None:
             return {"enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
+        # a history file may hold other servers' records (--history shared by several agents)
+        server = None if all else redacted(view.server_name)
         try:
-            return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit)],
-                             "alerts": [a.to_dict() for a in store.alerts(limit)],
-                             "episodes": [dict(e.__dict__) for e in store.episodes(limit)],
-                             "refinements": [r.to_dict() for r in store.refinements(limit)]})
+            return redacted({"enabled": True, "transitions": [t.to_dict() for t in store.transitions(limit, server)],
+                             "alerts": [a.to_dict() for a in store.alerts(limit, server)],
+                             "episodes": [dict(e.__dict__) for e in store.episodes(limit, server)],
+                             "refinements": [r.to_dict() for r in store.refinements(limit, server)]})
         except sqlite3.Error as exc:  # damaged since start: say so, the rest of the API goes on
             return _json_response({"detail": f"the history cannot be read: {exc}"}, 503)
 

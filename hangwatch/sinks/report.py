@@ -33,8 +33,10 @@ STATE_STYLES = {
     State.READY: "bold green",
     State.CRASHED: "bold magenta",
     State.UNKNOWN: "dim",
+    State.STOPPED: "bold blue",
 }
-STATE_ICONS = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:"}
+STATE_ICONS = {"stalled": ":large_orange_circle:", "crashed": ":red_circle:", "resolved": ":white_check_mark:",
+               "stopped": ":black_square_for_stop:"}
 _HEALTHY = {State.STARTING: "starting; nothing unusual yet", State.READY: "the server is ready"}
 
 

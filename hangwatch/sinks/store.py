@@ -91,7 +91,8 @@ CREATE TABLE IF NOT EXISTS starts (
     tp INTEGER NOT NULL,
     gpu_model TEXT NOT NULL,
     ready_s REAL NOT NULL,
-    phases TEXT NOT NULL
+    phases TEXT NOT NULL,
+    topology TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS starts_setup ON starts (engine, version, model, tp, gpu_model);
 """
@@ -208,6 +209,7 @@ class HistoryStore:
             self._db.execute("PRAGMA synchronous=NORMAL")
             with self._lock:
                 self._db.executescript(_SCHEMA)
+                self._add_topology()
                 self._check()
         except sqlite3.DatabaseError as exc:
             with contextlib.suppress(sqlite3.Error, AttributeError):
@@ -240,6 +242,13 @@ class HistoryStore:
                     _regular_or_absent(f"{path}{suffix}")  # never move a device or a FIFO
                     os.replace(f"{path}{suffix}", f"{aside}{suffix}")
             return cls(path), f"{exc}: moved to {aside}, starting a fresh history"
+
+    def _add_topology(self) -> None:
+        """A file from before setups had a topology: its starts keep '' and match no new key
+        (their model was the flag's literal text, which is no setup's identity)."""
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(starts)")}
+        if "topology" not in columns:
+            self._db.execute("ALTER TABLE starts ADD COLUMN topology TEXT NOT NULL DEFAULT ''")
 
     def close(self) -> None:
         with self._lock:
@@ -317,12 +326,13 @@ class HistoryStore:
             assert cur.lastrowid is not None  # an INSERT into a rowid table always sets it
             return cur.lastrowid
 
-    def transitions(self, limit: int = 100) -> list[Transition]:
-        """The newest `limit` transitions, newest first."""
+    def transitions(self, limit: int = 100, server: str | None = None) -> list[Transition]:
+        """The newest `limit` transitions (of `server`, or of every server), newest first."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT id, at, server, state, prev_state, cause, rule, phase, episode_id"
-                " FROM transitions ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
+                " FROM transitions WHERE ? IS NULL OR server = ? ORDER BY id DESC LIMIT ?",
+                (server, server, limit)).fetchall()
         return [Transition(*row) for row in rows]
 
     def last_transition(self, server: str) -> Transition | None:
@@ -364,18 +374,31 @@ class HistoryStore:
             db.execute("UPDATE episodes SET cause = ? WHERE id = ?", (cause, episode_id))
             return cur.rowcount > 0
 
-    def refinements(self, limit: int = 100) -> list[Refinement]:
-        with self._lock:
-            rows = self._db.execute("SELECT episode_id, at, cause, confidence FROM episode_causes"
-                                    " ORDER BY id DESC LIMIT ?", (limit,)).fetchall()
-        return [Refinement(*row) for row in rows]
-
-    def episodes(self, limit: int = 100) -> list[Episode]:
+    def refinements(self, limit: int = 100, server: str | None = None) -> list[Refinement]:
         with self._lock:
             rows = self._db.execute(
-                "SELECT id, server, started, ended, state, cause FROM episodes ORDER BY started DESC LIMIT ?",
-                (limit,)).fetchall()
+                "SELECT c.episode_id, c.at, c.cause, c.confidence FROM episode_causes c"
+                " LEFT JOIN episodes e ON e.id = c.episode_id WHERE ? IS NULL OR e.server = ?"
+                " ORDER BY c.id DESC LIMIT ?", (server, server, limit)).fetchall()
+        return [Refinement(*row) for row in rows]
+
+    def episodes(self, limit: int = 100, server: str | None = None) -> list[Episode]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT id, server, started, ended, state, cause FROM episodes WHERE ? IS NULL OR server = ?"
+                " ORDER BY started DESC LIMIT ?", (server, server, limit)).fetchall()
         return [Episode(*row) for row in rows]
+
+    def close_gone(self, gone: Callable[[Episode], bool], *, at: float | None = None) -> list[Episode]:
+        """End the open episodes whose server is gone (`gone(episode)`): a file several servers
+        share, or one kept across restarts, must not show a stall of a server long dead as open."""
+        with self._lock:
+            rows = self._db.execute("SELECT id, server, started, ended, state, cause FROM episodes"
+                                    " WHERE ended IS NULL").fetchall()
+        closed = [episode for episode in (Episode(*row) for row in rows) if gone(episode)]
+        for episode in closed:
+            self.end_episode(episode.id, at=at)
+        return closed
 
     # ------------------------------------------------------------ alerts
 
@@ -433,12 +456,13 @@ class HistoryStore:
                 " WHERE episode_id = ? AND sink = ? AND kind = ?", (episode_id, sink, kind)).fetchone()
         return AlertRecord(*row) if row else None
 
-    def alerts(self, limit: int = 100) -> list[AlertRecord]:
-        """The newest `limit` delivery records, newest first."""
+    def alerts(self, limit: int = 100, server: str | None = None) -> list[AlertRecord]:
+        """The newest `limit` delivery records (of `server`'s episodes, or of all), newest first."""
         with self._lock:
             rows = self._db.execute(
-                "SELECT at, episode_id, sink, kind, status, attempts, detail FROM alerts"
-                " ORDER BY at DESC, id DESC LIMIT ?", (limit,)).fetchall()
+                "SELECT a.at, a.episode_id, a.sink, a.kind, a.status, a.attempts, a.detail FROM alerts a"
+                " LEFT JOIN episodes e ON e.id = a.episode_id WHERE ? IS NULL OR e.server = ?"
+                " ORDER BY a.at DESC, a.id DESC LIMIT ?", (server, server, limit)).fetchall()
         return [AlertRecord(*row) for row in rows]
 
 
@@ -446,15 +470,15 @@ class HistoryStore:
 
     def record_start(self, key: SetupKey, start: PastStart, *, at: float) -> None:
         with self._tx() as db:
-            db.execute("INSERT INTO starts (at, engine, version, model, tp, gpu_model, ready_s, phases)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (at, *key.as_tuple(), start.ready_s, json.dumps(dict(start.phases))))
+            db.execute("INSERT INTO starts (at, engine, version, model, tp, gpu_model, topology, ready_s, phases)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", (at, *key.as_tuple(), start.ready_s, json.dumps(dict(start.phases))))
 
     def past_starts(self, key: SetupKey, limit: int = 50) -> list[PastStart]:
         """The newest `limit` starts of this setup that reached ready."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT ready_s, phases FROM starts WHERE engine = ? AND version = ? AND model = ? AND tp = ?"
-                " AND gpu_model = ? ORDER BY id DESC LIMIT ?", (*key.as_tuple(), limit)).fetchall()
+                " AND gpu_model = ? AND topology = ? ORDER BY id DESC LIMIT ?", (*key.as_tuple(), limit)).fetchall()
         return [PastStart(ready_s, _phases(text)) for ready_s, text in rows]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import shlex
 import stat
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -20,13 +19,12 @@ from hangwatch.errors import SourceUnavailable, TargetError
 from hangwatch.parse.flags import parse_flags
 from hangwatch.redact import filter_env, redact_cmdline
 from hangwatch.sources.logfind import LogLocation, find_log
-from hangwatch.sources.procs import parent_pid
+from hangwatch.sources.procs import parent_pid, stat_fields
 
 __all__ = ["Server", "discover", "launcher_engine", "log_path", "read_cmdline"]
 
 _DEFAULT_HOST = "127.0.0.1"  # both engines are reachable on loopback when --host is not given
 _MAX_ANCESTORS = 64
-_MAX_DESCENDANTS = 4096  # bound on the walk down from a container's init
 
 
 @dataclass(frozen=True)
@@ -48,13 +46,15 @@ def discover(pid: int, *, proc_root: str = "/proc") -> Server:
     cmdline = read_cmdline(pid, proc_root=proc_root)
     if cmdline is None:
         raise TargetError(f"no process with pid {pid}")
+    if not cmdline:
+        raise TargetError(f"pid {pid} has no command line: it has exited (a zombie) or is a kernel thread")
     found = _launcher(pid, cmdline, proc_root)
     if found is None:
         titles = " or ".join(engine.title or engine.name for engine in engines())
         names = ", ".join(engine.launch_hint for engine in engines() if engine.launch_hint)
         raise TargetError(
             f"pid {pid} ({_short(cmdline)}) is not an {titles} server: no launcher ({names}) "
-            "among it, its parents or its children"
+            "is it, above it, or what it runs as a wrapper"
         )
     launcher, engine = found
     return _server(launcher, engine, proc_root)
@@ -88,6 +88,7 @@ def _find_log(pid: int, proc_root: str) -> tuple[LogLocation | None, str | None]
 
 
 def _short(cmdline: str, limit: int = 120) -> str:
+    cmdline = " ".join(cmdline.split())  # one line: a `python -c` program carries newlines
     return cmdline if len(cmdline) <= limit else cmdline[: limit - 1] + "…"
 
 
@@ -122,8 +123,9 @@ def _rank_engine(pid: int, proc_root: str) -> str | None:
 
 def _embedding_process(pid: int, proc_root: str) -> tuple[int, str] | None:
     """A script that embeds the engine (`sglang.Engine(...)`, `vllm.LLM(...)`) has no launcher
-    command line: it is the nearest ancestor of a rank process that is not a rank itself."""
-    rank = pid if _rank_engine(pid, proc_root) else _first_rank_below(pid, proc_root)
+    command line: it is the nearest ancestor of a rank process that is not a rank itself. From
+    above, only a rank that `pid` or a process it wraps started counts (see _wrapped)."""
+    rank = pid if _rank_engine(pid, proc_root) else _rank_child(pid, proc_root)
     if rank is None:
         return None
     engine = _rank_engine(rank, proc_root)
@@ -138,15 +140,13 @@ def _embedding_process(pid: int, proc_root: str) -> tuple[int, str] | None:
     return None
 
 
-def _first_rank_below(pid: int, proc_root: str) -> int | None:
+def _rank_child(pid: int, proc_root: str) -> int | None:
+    """A rank that `pid` started, or a process it wraps started."""
     children = _children_map(proc_root)
-    queue, seen = deque(children.get(pid, ())), 0
-    while queue and seen < _MAX_DESCENDANTS:
-        child = queue.popleft()
-        seen += 1
-        if _rank_engine(child, proc_root):
-            return child
-        queue.extend(children.get(child, ()))
+    for parent in (pid, *_wrapped(pid, proc_root)):
+        for child in children.get(parent, ()):
+            if _rank_engine(child, proc_root):
+                return child
     return None
 
 
@@ -189,17 +189,74 @@ def _launcher_above(pid: int, proc_root: str) -> tuple[int, str] | None:
 
 
 def _launcher_below(pid: int, proc_root: str) -> tuple[int, str] | None:
-    """Breadth first, so the shallowest launcher wins (a container's init → shell → launcher)."""
-    children = _children_map(proc_root)
-    queue, seen = deque(children.get(pid, ())), 0
-    while queue and seen < _MAX_DESCENDANTS:
-        child = queue.popleft()
-        seen += 1
+    """Down through wrappers only (a container's init, `bash run.sh`, `uv run ...`): the
+    shallowest launcher that `pid` runs. A process running several things (a host's init, a
+    login shell) is no server's wrapper: a server somewhere under it is not the one asked for."""
+    for child in _wrapped(pid, proc_root):
         engine = launcher_engine(read_cmdline(child, proc_root=proc_root) or "")
         if engine is not None:
             return child, engine
-        queue.extend(children.get(child, ()))
     return None
+
+
+# a wrapper runs one program, perhaps piped into a log writer (`... | tee server.log`)
+_WRAPPER_CHILDREN = 2
+
+
+def _wrapped(pid: int, proc_root: str) -> list[int]:
+    """The processes `pid` runs as a wrapper, outermost first: down while a process has at most
+    two children (hangwatch's own line of processes not counted), into the one that has children
+    of its own (the program, not its log pipe); the last level's children all count. A child in
+    a process group of its own is a job a shell started, not the wrapper's program (an
+    interactive shell runs each command so), unless its parent is a container's init."""
+    children = _children_map(proc_root)
+    own = _own_line(proc_root)
+    found: list[int] = []
+    current = pid
+    for _ in range(_MAX_ANCESTORS):
+        group = None if _container_init(current, proc_root) else _pgid(current, proc_root)
+        kids = [c for c in children.get(current, ()) if c not in own and (group is None or _pgid(c, proc_root) == group)]
+        if not kids or len(kids) > _WRAPPER_CHILDREN:
+            return found
+        found.extend(kids)
+        parents = [c for c in kids if children.get(c)]
+        if len(parents) != 1:
+            return found
+        current = parents[0]
+    return found
+
+
+def _pgid(pid: int, proc_root: str) -> int | None:
+    fields = stat_fields(pid, proc_root)
+    try:
+        return int(fields[2]) if fields else None
+    except (IndexError, ValueError):
+        return None
+
+
+def _container_init(pid: int, proc_root: str) -> bool:
+    """pid 1 of a pid namespace below this one (`NSpid: 4242 1`): a container's init."""
+    try:
+        with open(f"{proc_root}/{pid}/status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith("NSpid:"):
+                    ids = line.split()[1:]
+                    return len(ids) > 1 and ids[-1] == "1"
+    except OSError:
+        return False
+    return False
+
+
+def _own_line(proc_root: str) -> set[int]:
+    """hangwatch itself and its ancestors: `hangwatch attach $$` from a shell is a child of it."""
+    line: set[int] = set()
+    current: int | None = os.getpid()
+    for _ in range(_MAX_ANCESTORS):
+        if current is None or current <= 1 or current in line:
+            break
+        line.add(current)
+        current = parent_pid(current, proc_root)
+    return line
 
 
 def _children_map(proc_root: str) -> dict[int, list[int]]:
@@ -233,7 +290,19 @@ def read_cmdline(pid: int, *, proc_root: str = "/proc") -> str | None:
     args = raw.decode("utf-8", "replace").split("\x00")
     while args and not args[-1]:  # the final NUL, and setproctitle's NUL padding
         args.pop()
-    return shlex.join(args)
+    return shlex.join(_unjoined(args))
+
+
+def _unjoined(args: list[str]) -> list[str]:
+    """A title set with setproctitle is one space-joined string where argv was: split it the way
+    the launcher's shell did, when it is a launcher's command line (a path with spaces stays whole)."""
+    if len(args) != 1 or not any(ch.isspace() for ch in args[0]):
+        return args
+    try:
+        tokens = shlex.split(args[0])
+    except ValueError:
+        tokens = args[0].split()
+    return tokens if len(tokens) > 1 and launcher_engine(shlex.join(tokens)) is not None else args
 
 
 def log_path(pid: int, *, proc_root: str = "/proc") -> str | None:

@@ -1,7 +1,8 @@
 """Learned phase budgets and the ETA, from past starts of the same setup (docs/live.md).
 
 A start that reaches ready leaves its phase durations in the history (SQLite, `sinks.store`),
-keyed by the setup: engine, its version, model, tp and GPU model. The next start of that setup:
+keyed by the setup: engine, its version, the model (resolved path and config, not the flag's
+text), the topology (tp, pp, dp, nodes) and GPU model. The next start of that setup:
 
 * gets a budget per phase, `factor × the longest seen + margin_s` (at least `floor_s`): a phase
   past its budget with nothing moving is stalled then, not at the rules' fixed holds (the way
@@ -26,16 +27,18 @@ __all__ = ["Book", "BudgetPolicy", "PastStart", "Position", "SetupKey", "budgets
 
 @dataclass(frozen=True)
 class SetupKey:
-    """What makes two starts comparable."""
+    """What makes two starts comparable: the engine and its version, the model (its resolved path
+    and config, sources.modelid: not the `--model-path` text), the topology and the GPU model."""
 
     engine: str
     version: str
     model: str
     tp: int
     gpu_model: str
+    topology: str = ""  # "tp2 pp1 dp1 nnodes1": every parallel size, not only tp
 
-    def as_tuple(self) -> tuple[str, str, str, int, str]:
-        return (self.engine, self.version, self.model, self.tp, self.gpu_model)
+    def as_tuple(self) -> tuple[str, str, str, int, str, str]:
+        return (self.engine, self.version, self.model, self.tp, self.gpu_model, self.topology)
 
 
 @dataclass(frozen=True)

@@ -48,6 +48,7 @@ def meta_dict(obs: Observation) -> dict[str, Any]:
         "tp": _int(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size")),
         "nnodes": _int(flags.get("nnodes")) or 1,
         "source": f"hangwatch {__version__} attach",
+        **({"stop": obs.stop} if obs.stop else {}),  # a stop hangwatch saw asked for (`stopped`, not `crashed`)
     }
 
 

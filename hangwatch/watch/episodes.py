@@ -11,7 +11,8 @@ changed on the way *into* the hang, or a second rule that needs its own hold bef
 * the cause is refined when a stalled verdict names another cause with higher confidence (each
   change is kept in `refined`); a lower-confidence cause does not replace it;
 * the episode ends on real progress dated inside it (`Motion.since_t` after its start) while
-  the raw verdict is no longer stalled ("resolved"), on ready, or on a crash ("crashed");
+  the raw verdict is no longer stalled ("resolved"), on ready, on a crash ("crashed"), or on a
+  stop someone asked for ("stopped");
 * an episode an earlier run of the daemon left open in the history is `resume`d: it stays
   stalled until progress this process saw across its own ticks (its first reading of the server
   is a baseline, never progress), and its first stalled verdict takes over the cause silently
@@ -57,6 +58,8 @@ class EpisodeTracker:
         moved = [m for m in motion if m.since_t >= self._opened_t]
         if raw.state is State.CRASHED:
             return self._crashed(raw, t, wall)
+        if raw.state is State.STOPPED:
+            return self._stopped(raw, wall)
         if self.episode is None or self.episode.state != "stalled":
             self.episode = None if raw.state is not State.STALLED else self.episode
             return self._open(raw, t, wall) if raw.state is State.STALLED else raw
@@ -113,6 +116,13 @@ class EpisodeTracker:
         assert self.episode is not None
         self.ended.append(replace(self.episode, state="resolved", ended_at=wall))
         self.episode, self._held, self._resumed = None, None, False
+        return replace(raw, episode=None)
+
+    def _stopped(self, raw: Verdict, wall: float) -> Verdict:
+        """A stop someone asked for ends an open stall episode as "stopped"; it opens none."""
+        if self.episode is not None and self.episode.state == "stalled":
+            self.ended.append(replace(self.episode, state="stopped", ended_at=wall))
+        self.episode, self._held = None, None
         return replace(raw, episode=None)
 
     def _crashed(self, raw: Verdict, t: float, wall: float) -> Verdict:

@@ -115,6 +115,7 @@ class Observation:
     wait_since: Mapping[str, float] = field(default_factory=dict)  # label -> seconds in its current stack
     endpoint: EndpointAnswer | None = None  # the engine's health endpoint, asked when no log is readable
     preflight: tuple[Finding, ...] = ()  # what `hangwatch preflight` found before this launch
+    stop: str | None = None  # a stop hangwatch saw asked for (Watcher.note_stop)
 
     @property
     def port_listening(self) -> bool | None:
@@ -132,5 +133,5 @@ class Observation:
             missing=self.missing, observed_for_s=round(self.t, 2),
             since_last_progress_s=round(self.progress.since_last_progress_s, 2),
             progress_signals=self.progress.signals, log_quiet_s=round(self.progress.log_quiet_s, 2),
-            server_port=server.port, endpoint=self.endpoint, preflight=self.preflight,
+            server_port=server.port, endpoint=self.endpoint, preflight=self.preflight, stop=self.stop,
         )  # fmt: skip

@@ -16,6 +16,7 @@ Each tick hands out one frozen `Observation` and the verdict: sinks read those, 
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from typing import Any
 
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.stacktree import merge_stacks
+from hangwatch.engines import rank_roles
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     Evidence,
@@ -36,6 +38,7 @@ from hangwatch.model import (
     State,
     Verdict,
 )
+from hangwatch.sources.modelid import model_identity
 from hangwatch.watch import progress
 from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, budgets, phase_durations, position
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
@@ -154,6 +157,15 @@ class Watcher:
         self._learned = False
         self._budget_end: float | None = None  # watch time the current phase outruns its learned budget
         self._lock = threading.RLock()
+        self._stop: str | None = None  # a stop someone asked for (note_stop): its exit is no crash
+
+    def note_stop(self, what: str) -> None:
+        """A stop was asked for (`hangwatch run` forwarding Ctrl-C or SIGTERM): the exit that
+        follows is `stopped`, unless something crashes. A start whose rank had already died
+        crashed before the stop: its end is no stop's. Safe from a signal handler: no lock taken."""
+        if any(p.exited and p.role in rank_roles() for p in self._procs):
+            return
+        self._stop = self._stop or what
 
     # ---------------------------------------------------------------- the tick
 
@@ -389,7 +401,7 @@ class Watcher:
             log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.raw_tail(),
             transitions=tuple(_record(tr) for tr in self.transitions.items()),
             wait_since=self._wait_since(t),
-            endpoint=self.sources.endpoint, preflight=self.config.preflight,
+            endpoint=self.sources.endpoint, preflight=self.config.preflight, stop=self._stop,
         )  # fmt: skip
 
     def _wait_since(self, t: float) -> dict[str, float]:
@@ -451,9 +463,11 @@ class Watcher:
             flags = obs.server.flags
             gpu = obs.gpus[-1].gpus[0].name if obs.gpus and obs.gpus[-1].gpus else None
             model = flags.get("model-path") or flags.get("model") or "unknown"
-            tp = flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size") or "1"
+            tp = _size(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size"))
+            topology = " ".join(f"{name}{_size(flags.get(name))}" for name in ("pp", "dp", "nnodes"))
             self._setup = SetupKey(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
-                                   str(model), int(tp) if str(tp).isdigit() else 1, gpu or "cpu")
+                                   model_identity(str(model), obs.server.launcher_pid), tp, gpu or "cpu",
+                                   f"tp{tp} {topology}")
         return self._setup
 
     def _past_starts(self, obs: Observation) -> list[PastStart]:
@@ -617,3 +631,14 @@ def server_name(server: Any) -> str:
     host = getattr(server, "host", None) or "localhost"
     pid = getattr(server, "launcher_pid", None)
     return f"{engine} pid {pid} on {host}:{port}" if port else f"{engine} pid {pid}"
+
+
+def _size(value: object) -> int:
+    """A parallel size flag: 1 when absent or not a number (the engines' default)."""
+    return int(value) if isinstance(value, str) and value.isdigit() else 1
+
+
+def server_pid(name: str) -> int | None:
+    """The launcher pid in a `server_name` label (a history file's records name servers by it)."""
+    found = re.search(r"\bpid (\d+)\b", name)
+    return int(found.group(1)) if found else None

@@ -6,21 +6,27 @@ accept() for its peers, the launcher in a real recv() for its ranks. See program
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import signal
+import socket
+import sys
 import tarfile
 import time
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
-from helpers.livetools import Procs, finish, free_port, json_lines, server_cmd, wait_for_text
+from helpers.liveprocs import wait_until
+from helpers.livetools import LAUNCHER, Procs, finish, free_port, json_lines, server_cmd, wait_for_text
 
 GATE = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", "20"]
+LOADED_S = 60.0  # the test server's first lines, on a host that runs several suites at once
 
 
 @pytest.fixture
@@ -219,3 +225,170 @@ def _env(**extra: str) -> dict[str, str]:
     from helpers.livetools import _env as env
 
     return env(**extra)
+
+
+# ---------------------------------------------------------------- what was not read
+
+
+def test_a_joined_title_on_its_own_port_accuses_no_holder_of_the_default_port(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a launcher whose argv is one space-joined string (--port P, not the default) and a
+    # stranger on the default port 30000 (ours, or whoever already holds it on this host)
+    stranger = socket.socket()
+    with contextlib.suppress(OSError):
+        stranger.bind(("127.0.0.1", 30000))
+        stranger.listen()
+    log = tmp_path / "server.log"
+    try:
+        server = procs.server("tcpstore", log, HW_JOINED_TITLE="1")
+        wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+        assert b"\x00" not in Path(f"/proc/{server.pid}/cmdline").read_bytes().rstrip(b"\x00")
+        # WHEN attached
+        code, lines, err = finish(procs.hangwatch(["attach", str(server.pid), *GATE]), 30)
+    finally:
+        stranger.close()
+    # THEN stalled for what it is; the default port that it does not use accuses nobody
+    assert code == 1, err
+    assert lines and all(line["cause"] != "port_in_use" for line in lines)
+    assert lines[-1]["state"] == "stalled" and lines[-1]["phase"] == "dist_init"
+
+
+# ---------------------------------------------------------------- stops are stops
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_of_run_ends_as_stopped_not_crashed(procs: Procs, tmp_path: Path, signum: int) -> None:
+    # GIVEN `hangwatch run` watching a server stuck in its rendezvous
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore"))
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+    # WHEN the user stops it (Ctrl-C, or SIGTERM from a supervisor)
+    watch.send_signal(signum)
+    code, lines, err = finish(watch, 20)
+    # THEN the server is stopped, and the last verdict says so: no crash, no dead rank
+    pid = _started_pid(err)
+    assert f"server pid {pid} exited with status -{int(signum)}" in err
+    assert lines[-1]["state"] == "stopped" and lines[-1]["cause"] is None, lines[-1]
+    assert all(line["state"] != "crashed" and line["cause"] != "dead_rank" for line in lines)
+    assert code == 1
+
+
+def test_the_orchestrators_sigterm_to_the_server_is_a_stop(procs: Procs, tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore"))
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+    launcher = wait_until(lambda: [c for c in psutil.Process(watch.pid).children() if "launch_server" in " ".join(c.cmdline())])
+    os.kill(launcher[0].pid, signal.SIGTERM)  # to the launcher only, as an orchestrator does
+    code, lines, err = finish(watch, 20)
+    assert lines[-1]["state"] == "stopped", (lines[-1], err)
+    assert any("exited on SIGTERM" in fact["text"] for fact in lines[-1]["evidence"]), lines[-1]["evidence"]
+
+
+def test_a_crash_during_a_stop_is_a_crash(procs: Procs, tmp_path: Path) -> None:
+    # the launcher aborts (SIGABRT) while it handles the SIGTERM: a crash, stop or no stop
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--no-preflight", "--log", str(log), "--", *server_cmd(free_port())],
+                            env=_env(HW_MODE="tcpstore", HW_ABORT_ON_SIGTERM="1"))
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+    watch.send_signal(signal.SIGTERM)
+    code, lines, err = finish(watch, 20)
+    assert f"exited with status -{int(signal.SIGABRT)}" in err
+    assert lines[-1]["state"] == "crashed", lines[-1]
+
+
+# ---------------------------------------------------------------- history per setup
+
+
+def _model_dir(root: Path, layers: int) -> Path:
+    (root / "model").mkdir(parents=True)
+    (root / "model" / "config.json").write_text(json.dumps({"num_hidden_layers": layers}))
+    return root
+
+
+def _relative_model_cmd() -> list[str]:
+    return [sys.executable, str(LAUNCHER), "--model-path", "model", "--tp-size", "2", "--port", str(free_port())]
+
+
+def _history(port: int, query: str = "") -> dict:
+    return json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/history{query}", timeout=10))
+
+
+def test_two_servers_on_one_default_history_share_neither_budgets_nor_episodes(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN two models, each given as the same relative text `--model-path model` from its own directory
+    a, b = _model_dir(tmp_path / "a", 2), _model_dir(tmp_path / "b", 4)
+    # server A started fine once: its phase durations are in the default history
+    gate = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", str(LOADED_S)]
+    code, _, err = finish(procs.hangwatch(["run", *gate, "--no-preflight", "--log", str(tmp_path / "a1.log"), "--",
+                                           *_relative_model_cmd()], env=_env(HW_MODE="healthy"), cwd=a), LOADED_S + 30)
+    procs.groups.add(_started_pid(err))
+    assert code == 0, err
+    # WHEN A starts again and B starts, both stuck, both served, on the same default history
+    ports = {name: free_port() for name in ("a", "b")}
+    watches = {name: procs.hangwatch(["run", "--json", "--no-preflight", "--serve", "--port", str(ports[name]),
+                                      "--log", str(tmp_path / f"{name}2.log"), "--", *_relative_model_cmd()],
+                                     env=_env(HW_MODE="tcpstore"), cwd=root)
+               for name, root in (("a", a), ("b", b))}
+    seen = {name: next(line for line in json_lines(watch, LOADED_S) if line["state"] == "stalled")
+            for name, watch in watches.items()}
+    histories = {name: _history(port) for name, port in ports.items()}
+    everything = {name: _history(port, "?all=1") for name, port in ports.items()}
+    for watch in watches.values():
+        watch.send_signal(signal.SIGINT)
+    for watch in watches.values():
+        watch.communicate(timeout=30)
+    # THEN A's learned start gives A an ETA (its setup matched) and B none (another model)
+    assert seen["a"]["eta"] is not None and seen["a"]["eta"]["from_starts"] == 1, seen["a"]
+    assert seen["b"]["eta"] is None, seen["b"]
+    # and each page's history holds its own server's episode only, even when all are asked for
+    for name, other in (("a", "b"), ("b", "a")):
+        assert [e["server"] for e in histories[name]["episodes"]] == [seen[name]["server"]]
+        assert seen[other]["server"] not in json.dumps(everything[name])
+
+
+def test_a_shared_history_file_closes_the_episodes_of_gone_servers(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN a history file an agent of server A left an open stall episode in, A since gone
+    history = tmp_path / "shared.sqlite"
+    first = procs.server("tcpstore", tmp_path / "a.log")
+    wait_for_text(tmp_path / "a.log", "Init torch distributed begin.", LOADED_S)
+    port = free_port()
+    watch = procs.hangwatch(["attach", str(first.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
+                             "--timeout", "60"])
+    stalled_a = next(line for line in json_lines(watch, 40) if line["state"] == "stalled")
+    wait_until(lambda: _history(port)["episodes"], timeout_s=15)
+    watch.send_signal(signal.SIGINT)
+    watch.communicate(timeout=20)
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait(timeout=10)
+    # WHEN an agent of server B opens the same file
+    second = procs.server("tcpstore", tmp_path / "b.log")
+    wait_for_text(tmp_path / "b.log", "Init torch distributed begin.", LOADED_S)
+    port = free_port()
+    watch = procs.hangwatch(["attach", str(second.pid), "--json", "--serve", "--port", str(port), "--history", str(history),
+                             "--timeout", "60"])
+    stalled_b = next(line for line in json_lines(watch, 40) if line["state"] == "stalled")
+    wait_until(lambda: _history(port)["episodes"], timeout_s=15)
+    mine, every = _history(port), _history(port, "?all=1")
+    watch.send_signal(signal.SIGINT)
+    watch.communicate(timeout=20)
+    # THEN B's history is B's; asked for all, A's episode is there and ended
+    assert {e["server"] for e in mine["episodes"]} == {stalled_b["server"]}
+    assert {t["server"] for t in mine["transitions"]} == {stalled_b["server"]}
+    ended = {e["server"]: e["ended"] for e in every["episodes"]}
+    assert ended[stalled_a["server"]] is not None and ended[stalled_b["server"]] is None
+
+
+def test_attach_to_a_server_interrupted_in_its_terminal_ends_the_gate_as_stopped(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN attach gating on a stuck server (not hangwatch's child: its exit status is unknown here)
+    log = tmp_path / "server.log"
+    server = procs.server("tcpstore", log, HW_DIE_WITH_PARENT="1")
+    wait_for_text(log, "Init torch distributed begin.", LOADED_S)
+    watch = procs.hangwatch(["attach", str(server.pid), "--json", "--exit-on", "ready,crashed", "--timeout", "120"])
+    next(json_lines(watch, LOADED_S))  # attached: it watches the server now
+    # WHEN the server gets the Ctrl-C of its terminal (its log ends in the KeyboardInterrupt)
+    server.send_signal(signal.SIGINT)
+    code, lines, err = finish(watch, LOADED_S)
+    # THEN the gate ends at once on `stopped`, not at its timeout, and not as a crash
+    assert "KeyboardInterrupt" in log.read_text()
+    assert code == 1 and lines[-1]["state"] == "stopped", (lines[-1:], err[-2000:])
+    assert all(line["state"] != "crashed" for line in lines) and lines[-1]["t"] < 100

@@ -16,9 +16,9 @@
   };
   const STATE_WORDS = {
     stalled: "Stuck", crashed: "Crashed", progressing: "Starting, making progress", starting: "Starting",
-    ready: "Ready: the server answers",
+    ready: "Ready: the server answers", stopped: "Stopped: a stop was asked for, nothing crashed",
   };
-  const STATE_RANK = { crashed: 4, stalled: 3, starting: 2, progressing: 1, ready: 0 };
+  const STATE_RANK = { crashed: 4, stalled: 3, starting: 2, progressing: 1, ready: 0, stopped: 0 };
 
   // ------------------------------------------------------------------ small helpers
   const $ = (id) => document.getElementById(id);

@@ -404,6 +404,17 @@ def test_port_listening_and_conflict() -> None:
     assert not check("port.listening: false", Evidence(engine="sglang")).held  # ports unknown
 
 
+def test_an_assumed_port_accuses_nobody() -> None:
+    # no port flag read (a title hangwatch could not split, or none given): 30000 is the engine's
+    # default, assumed; a stranger holding it is no evidence against it
+    procs = (ProcessRecord(1, None, "python -m sglang.launch_server", "launcher"),)
+    stranger = ListeningSocket("0.0.0.0", 30000, pid=999, process="python3")
+    assumed = Evidence(engine="sglang", procs=procs, flags={}, server_port=30000, ports=(stranger,))
+    assert not check("port.conflict: true", assumed).held
+    read = Evidence(engine="sglang", procs=procs, flags={"port": "30000"}, server_port=30000, ports=(stranger,))
+    assert check("port.conflict: true", read).held
+
+
 # ---------------------------------------------------------------- configuration
 
 CONFIG = Evidence(

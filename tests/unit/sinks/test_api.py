@@ -83,11 +83,30 @@ def test_history_without_and_with_a_store(view, tmp_path):
     assert TestClient(create_app(view)).get("/history").json() == {
         "enabled": False, "transitions": [], "alerts": [], "episodes": [], "refinements": []}
     store = HistoryStore(tmp_path / "h.db")
-    store.record_transition("srv", "stalled", cause="x", episode_id="e1")
+    store.start_episode(view.server_name, "stalled", "x", episode_id="e1")
+    store.record_transition(view.server_name, "stalled", cause="x", episode_id="e1")
     store.record_alert("e1", "slack", "firing", "failed", attempts=3, detail=f"HTTP 500 HF_TOKEN={SECRET}")
     body = TestClient(create_app(view, store=store)).get("/history?limit=5").json()
     assert body["enabled"] and body["transitions"][0]["state"] == "stalled"
     assert body["alerts"][0]["status"] == "failed" and SECRET not in json.dumps(body)
+
+
+def test_history_shows_this_servers_records_and_others_only_when_asked(view, tmp_path):
+    # GIVEN one history file that another server's agent writes too
+    store = HistoryStore(tmp_path / "h.db")
+    for server, episode in ((view.server_name, "ours"), ("vllm pid 7 on 127.0.0.1:8000", "theirs")):
+        store.start_episode(server, "stalled", "nccl_init", episode_id=episode, at=1.0)
+        store.record_transition(server, "stalled", cause="nccl_init", episode_id=episode, at=1.0)
+        store.refine_episode(episode, "dead_rank", 0.9, at=2.0)
+        store.record_alert(episode, "slack", "firing", "sent", at=2.0)
+    client = TestClient(create_app(view, store=store))
+    # WHEN / THEN: its own by default, everything with ?all=1
+    mine = client.get("/history").json()
+    assert {e["id"] for e in mine["episodes"]} == {"ours"}
+    assert {t["server"] for t in mine["transitions"]} == {view.server_name}
+    assert {a["episode_id"] for a in mine["alerts"]} == {r["episode_id"] for r in mine["refinements"]} == {"ours"}
+    every = client.get("/history?all=1").json()
+    assert {e["id"] for e in every["episodes"]} == {"ours", "theirs"} and len(every["transitions"]) == 2
 
 
 def test_openapi_documents_every_endpoint(client):

@@ -130,3 +130,62 @@ def test_a_script_that_embeds_the_engine(spawner: Spawner, tmp_path: Path) -> No
     for start in (script.pid, info["child"]):
         server = discover(start)
         assert (server.launcher_pid, server.engine, server.port) == (script.pid, "sglang", 30000)
+
+
+def test_a_launcher_title_joined_into_one_string_is_split_as_its_shell_did(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN a launcher whose argv setproctitle replaced with one space-joined string
+    title = "python3 -m sglang.launch_server --model-path '/models/my model' --port 31234 --tp-size 2"
+    proc = spawner.python(f"import setproctitle, time; setproctitle.setproctitle({title!r}); time.sleep(60)")
+    wait_until(lambda: (read_cmdline(proc.pid) or "").startswith("python3 -m"))
+    raw = Path(f"/proc/{proc.pid}/cmdline").read_bytes().rstrip(b"\x00")
+    assert b"\x00" not in raw  # one argument: what this test is about
+    # WHEN / THEN its flags are read, not the engine's defaults assumed
+    server = discover(proc.pid)
+    assert (server.launcher_pid, server.port) == (proc.pid, 31234)
+    assert server.flags["tp"] == "2" and server.flags["model-path"] == "/models/my model"
+
+
+def test_a_title_with_spaces_that_is_no_launcher_stays_whole(tmp_path: Path) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "cmdline").write_bytes(b"my worker: idle since 3 s" + b"\x00" * 8)
+    assert read_cmdline(7, proc_root=str(tmp_path)) == "'my worker: idle since 3 s'"
+
+
+def test_a_process_running_several_things_is_no_servers_wrapper(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN a process like a host's init or a login shell: three children, one of them a server
+    ready = tmp_path / "ready.json"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_SERVERS), "HW_READY": str(ready)}
+    code = (
+        "import subprocess, sys, time\n"
+        "kids = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']) for _ in range(2)]\n"
+        "kids.append(subprocess.Popen([sys.executable, '-m', 'sglang.launch_server', '--port', '30777']))\n"
+        "time.sleep(60)\n"
+    )
+    host = spawner.python(code, env=env)
+    info = wait_json(ready, host, 15.0)
+    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    wait_until(lambda: len(Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()) == 3)
+    # WHEN / THEN: it says so, and adopts no server from under it
+    with pytest.raises(TargetError, match=rf"pid {host.pid} .* is not an SGLang or vLLM server"):
+        discover(host.pid)
+    # the server itself is still found from its own pid
+    assert discover(info["pid"]).port == 30777
+
+
+def test_a_server_a_shell_runs_as_a_job_of_its_own_is_not_the_shells(spawner: Spawner, tmp_path: Path) -> None:
+    # GIVEN an interactive shell's way of running a command: the server in a process group of its own
+    ready = tmp_path / "ready.json"
+    env = {**os.environ, "PYTHONPATH": str(FAKE_SERVERS), "HW_READY": str(ready)}
+    code = ("import os, subprocess, sys, time\n"
+            "subprocess.Popen([sys.executable, '-m', 'sglang.launch_server', '--port', '30778'], preexec_fn=os.setpgrp)\n"
+            "time.sleep(60)\n")
+    shell = spawner.python(code, env=env)
+    info = wait_json(ready, shell, 15.0)
+    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    try:
+        # WHEN / THEN the shell is no server; the server is found from its own pid
+        with pytest.raises(TargetError, match="is not an SGLang or vLLM server"):
+            discover(shell.pid)
+        assert discover(info["pid"]).port == 30778
+    finally:
+        os.killpg(info["pid"], 9)  # the launcher's own group, outside the spawner's

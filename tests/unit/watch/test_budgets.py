@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 from hangwatch.model import Phase
@@ -42,6 +43,33 @@ def test_past_starts_survive_a_restart(tmp_path: Path) -> None:
     store.close()
     again = HistoryStore(path)
     assert again.past_starts(KEY) == [PastStart(42.0, {"cuda_graph": 9.0})]
+
+
+def test_a_setup_differs_by_topology_and_a_file_from_before_topologies_opens(tmp_path: Path) -> None:
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript("CREATE TABLE starts (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, engine TEXT NOT NULL,"
+                      " version TEXT NOT NULL, model TEXT NOT NULL, tp INTEGER NOT NULL, gpu_model TEXT NOT NULL,"
+                      " ready_s REAL NOT NULL, phases TEXT NOT NULL);"
+                      "INSERT INTO starts (at, engine, version, model, tp, gpu_model, ready_s, phases)"
+                      " VALUES (1, 'sglang', '0.5.23', '/models/llama', 2, 'NVIDIA H200', 9, '{}');")
+    old.close()
+    store = HistoryStore(path)
+    keyed = SetupKey("sglang", "0.5.23", "/models/llama", 2, "NVIDIA H200", "tp2 pp1 dp1 nnodes1")
+    assert store.past_starts(keyed) == []  # the old row's model was the flag's text: no setup's key
+    store.record_start(keyed, PastStart(30.0, {}), at=2.0)
+    assert store.past_starts(keyed) == [PastStart(30.0, {})]
+    assert store.past_starts(SetupKey("sglang", "0.5.23", "/models/llama", 2, "NVIDIA H200", "tp2 pp2 dp1 nnodes1")) == []
+
+
+def test_episodes_of_servers_that_are_gone_are_closed(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h.sqlite")
+    store.start_episode("sglang pid 11 on 127.0.0.1:30000", "stalled", "x", episode_id="gone", at=1.0)
+    store.start_episode("sglang pid 12 on 127.0.0.1:30001", "stalled", "x", episode_id="here", at=1.0)
+    closed = store.close_gone(lambda episode: episode.id == "gone", at=5.0)
+    assert [e.id for e in closed] == ["gone"]
+    assert {e.id: e.ended for e in store.episodes()} == {"gone": 5.0, "here": None}
+    assert store.open_episode("sglang pid 11 on 127.0.0.1:30000") is None
 
 
 def test_a_refined_cause_is_recorded_once(tmp_path: Path) -> None:

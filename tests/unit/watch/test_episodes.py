@@ -64,6 +64,16 @@ def test_ready_ends_it_and_a_crash_ends_it_as_crashed() -> None:
     assert [e.state for e in tracker.ended] == ["resolved", "crashed"]
 
 
+def test_a_stop_ends_an_open_stall_as_stopped_and_opens_none() -> None:
+    tracker = _tracker()
+    tracker.update(_v(State.STALLED, "x", 0.7), [], t=1, wall=1)
+    stopped = tracker.update(_v(State.STOPPED, None, 1.0), [], t=2, wall=2)
+    assert stopped.state is State.STOPPED and stopped.episode is None
+    assert [(e.state, e.ended_at) for e in tracker.ended] == [("stopped", 2)]
+    assert tracker.update(_v(State.STOPPED, None, 1.0), [], t=3, wall=3).episode is None
+    assert len(tracker.ended) == 1
+
+
 def test_healthy_verdicts_carry_no_episode() -> None:
     tracker = _tracker()
     assert tracker.update(_v(State.STARTING), [Motion("log", 0)], t=1, wall=1).episode is None

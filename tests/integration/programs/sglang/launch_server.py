@@ -14,9 +14,13 @@ launcher blocks reading each rank's readiness socket, a ready server blocks in a
     slow       like healthy, but rank 0 computes for ~12 s ($HW_SLOW_S) (CPU, moving stack) before its weights
     spin       like healthy, then rank 0 computes forever, appending its rate to $HW_RATE_FILE
     fifo_rank  rank 1 blocks opening its weights ($HW_FIFO, a FIFO nobody writes); rank 0 loaded and waits for it
+
+HW_JOINED_TITLE=1: the launcher retitles itself with its command line joined into one string.
+HW_ABORT_ON_SIGTERM=1: the launcher aborts (SIGABRT) when it is sent SIGTERM.
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +64,13 @@ def serve(port):
 def main():
     if os.environ.get("HW_DIE_WITH_PARENT"):
         die_with_parent()
+    if os.environ.get("HW_ABORT_ON_SIGTERM"):
+        signal.signal(signal.SIGTERM, lambda *_: os.abort())  # a crash while it stops
+    if os.environ.get("HW_JOINED_TITLE"):
+        from setproctitle import setproctitle
+
+        # one space-joined string where argv was, as a launcher that retitles itself leaves it
+        setproctitle(" ".join(["python3", os.path.abspath(__file__), *sys.argv[1:]]))
     mode, port = os.environ.get("HW_MODE", "healthy"), int(flag("--port", "30000"))
     log(None, f"server_args=ServerArgs(model_path='{flag('--model-path')}', tp_size={TP}, port={port})")
     if mode == "exit":
