@@ -15,7 +15,8 @@ folder per scenario: bundle/, verdicts.jsonl, expected.json, native/, server.log
 spin-kernel with it, and keeps onset -> stalled and the learned budget (the verdict's `eta`) in
 summary.json under "history_pass". Every launch has the same --model-path and --tp-size (1 for
 kv-slow), so that the history's setup key matches. --one-gpu: the history pass with one rank
-(--tp-size 1): healthy twice, then spin-kernel (graph-capture needs two ranks).
+(--tp-size 1): healthy twice, then spin-kernel (graph-capture needs two ranks); the scenarios that
+hang between two ranks run both on the one GPU (NCCL between them over loopback sockets).
 
 LAB_GPU_CPU=1 runs the two-rank scenarios on CPU with gloo (no NVML, no GPU) to check the driver.
 """
@@ -40,17 +41,22 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CPU = os.environ.get("LAB_GPU_CPU") == "1"
 PYSPY_TIMINGS = os.environ.get("LAB_PYSPY_TIMINGS", "1") == "1"
-ORDER = ("collective", "dead-rank", "nccl-init", "graph-capture", "spin-kernel", "kv-slow")
+ORDER = ("collective", "dead-rank", "nccl-init", "rendezvous-mismatch", "graph-capture", "spin-kernel", "kv-slow")
 # What each scenario really is (the lab's ground truth, written before anything runs).
 EXPECTED = {
     "healthy": {"state": "ready"},
     "collective": {"cause": "patch_or_user_code", "state": "stalled", "culprits": ["TP1"]},
     "nccl-init": {"cause": "nccl_init", "state": "stalled"},
     "dead-rank": {"cause": "dead_rank", "state": "stalled"},  # culprit: the killed pid, added at run time
+    # the user's code called the rendezvous, but the ranks wait on each other in torch's TCPStore
+    # (one host, so not multinode_rendezvous): never patch_or_user_code (issue 26)
+    "rendezvous-mismatch": {"cause": "nccl_init", "state": "stalled"},
     "kv-slow": {"cause": "kv_cache_alloc", "state": "progressing"},
     "spin-kernel": {"cause": "arch_kernel_hang", "state": "stalled"},
     "graph-capture": {"cause": "cuda_graph_capture", "state": "stalled"},
 }
+# Scenarios that hang between two ranks: on one GPU both ranks share it (lab_scheduler.share_gpus).
+PEER_SCENARIOS = ("collective", "nccl-init", "dead-rank", "rendezvous-mismatch", "graph-capture")
 # `collect` records its own observation window as the quiet time (since_last_progress_s), so a
 # bundle must span more than the hold (`for:`) of the rule that explains it, or `diagnose` reads
 # "starting": samples x interval per scenario, with margin over today's holds (15 s, 30 s, 60 s).
@@ -257,7 +263,9 @@ def kill_group(launcher: subprocess.Popen, pids: list[int]) -> None:
 
 
 def launch_args(name: str) -> list[str]:
-    return ["--model-path", MODEL, "--tp-size", "1" if name == "kv-slow" or ONE_GPU else "2"]
+    # --one-gpu: one rank where a scenario hangs alone; two ranks sharing the GPU where it needs a peer
+    one = name == "kv-slow" or (ONE_GPU and name not in PEER_SCENARIOS)
+    return ["--model-path", MODEL, "--tp-size", "1" if one else "2"]
 
 
 def scenario(name: str, index: int, work: Path) -> dict:

@@ -21,6 +21,10 @@ Scenarios (two ranks unless said):
   nccl-init     the TCPStore rendezvous completes; rank 1 then waits on a store key and never
                 enters NCCL; rank 0's first all-reduce blocks in ncclCommInitRank (bootstrap).
   dead-rank     the group forms, then rank 1 is SIGKILLed; rank 0 waits in the next all-reduce.
+  rendezvous-mismatch
+                the user's process-group setup (user_hooks.py) sends rank 1 to another TCPStore
+                port than rank 0 serves: both block in init_process_group, before NCCL (one GPU
+                suffices: device rank % count).
   kv-slow       one rank builds a 90 GiB pool, 1 GiB every 0.5 s, silent in the log, then prints
                 the ready line: slow but healthy.
   spin-kernel   each rank launches a kernel that spins on a device flag nobody sets (the sampler
@@ -48,7 +52,8 @@ for _path in (HERE, HERE / "engine" / "sglang" / "srt"):  # user_hooks, lab_sche
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
-SCENARIOS = ("healthy", "collective", "nccl-init", "dead-rank", "kv-slow", "spin-kernel", "graph-capture")
+SCENARIOS = ("healthy", "collective", "nccl-init", "dead-rank", "rendezvous-mismatch", "kv-slow", "spin-kernel",
+             "graph-capture")
 SINGLE_RANK = ("kv-slow",)
 
 

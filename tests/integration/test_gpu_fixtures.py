@@ -20,6 +20,7 @@ from helpers.paths import ROOT
 
 FIXTURES = ROOT / "tests" / "fixtures" / "gpu"
 SCENARIOS = sorted(p.name for p in FIXTURES.iterdir() if (p / "expected.json").exists())
+ONE_GPU = "-1gpu"
 _SOURCE_DETAIL = re.compile(r"\((?P<label>[^()]+)\)$")  # `stacks/TP1.3.json (TP1)`
 
 
@@ -45,8 +46,17 @@ def _named(verdict: dict) -> list[str]:
     return sorted({m["label"] for m in found if m})
 
 
+def _gpus(scenario: str) -> int:
+    """GPUs of the machine that recorded it: `-1gpu` fixtures come from one H200 (two ranks on
+    it where the scenario needs a peer, lab_scheduler.share_gpus), the others from 2x H200."""
+    return 1 if scenario.endswith(ONE_GPU) else 2
+
+
 def test_every_lab_scenario_has_a_fixture() -> None:
-    assert SCENARIOS == sorted(["collective", "dead-rank", "graph-capture", "kv-slow", "nccl-init", "spin-kernel"])
+    assert SCENARIOS == sorted([
+        "collective", "dead-rank", "graph-capture", "kv-slow", "nccl-init", "spin-kernel",
+        "collective-1gpu", "dead-rank-1gpu", "graph-capture-1gpu", "nccl-init-1gpu", "rendezvous-mismatch-1gpu",
+    ])
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -76,7 +86,7 @@ def test_bundle_carries_the_real_nvml_samples(scenario: str) -> None:
     samples = json.loads((bundle / "gpus.json").read_text())["samples"]
     assert len(samples) >= 3
     for sample in samples:
-        assert len(sample["gpus"]) == 2
+        assert len(sample["gpus"]) == _gpus(scenario)
         for gpu in sample["gpus"]:
             assert gpu["name"] == "NVIDIA H200"
             assert gpu["compute_capability"] == "9.0"
@@ -90,7 +100,10 @@ def test_bundle_carries_the_real_nvml_samples(scenario: str) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "busy"),
-    [("collective", {0}), ("dead-rank", {0}), ("graph-capture", {1}), ("spin-kernel", {0, 1}), ("nccl-init", set())],
+    [("collective", {0}), ("dead-rank", {0}), ("graph-capture", {1}), ("spin-kernel", {0, 1}), ("nccl-init", set()),
+     # one GPU shared by both ranks: busy while either waits in an NCCL kernel
+     ("collective-1gpu", {0}), ("dead-rank-1gpu", {0}), ("graph-capture-1gpu", {0}), ("nccl-init-1gpu", set()),
+     ("rendezvous-mismatch-1gpu", set())],
 )
 def test_gpu_utilisation_shows_which_gpu_spins(scenario: str, busy: set[int]) -> None:
     # a rank waiting in an NCCL kernel or a spinning kernel keeps its GPU at 100 %; a rank in
@@ -103,3 +116,16 @@ def test_kv_pool_memory_rises_in_the_bundle() -> None:
     samples = json.loads((FIXTURES / "kv-slow" / "bundle" / "gpus.json").read_text())["samples"]
     used = [s["gpus"][0]["memory_used_mib"] for s in samples]
     assert used == sorted(used) and used[-1] - used[0] > 2048
+
+
+def test_a_rendezvous_the_users_code_called_is_a_wait_on_the_peers() -> None:
+    # issue 26: both ranks block in torch's TCPStore under the user's own join_process_group
+    # (user_hooks.py); the wait is on the peers, so user code is no candidate at all
+    bundle = FIXTURES / "rendezvous-mismatch-1gpu" / "bundle"
+    frames = [f["name"] for t in json.loads((bundle / "stacks" / "TP1.3.json").read_text())
+              for f in t["frames"]]
+    assert "join_process_group" in frames and "init_process_group" in frames
+    verdict = _diagnose(bundle)
+    assert (verdict["state"], verdict["cause"]) == ("stalled", "nccl_init")
+    others = [c["cause"] for c in verdict["candidates"]] + [r["cause"] for r in verdict["runners_up"]]
+    assert "patch_or_user_code" not in others, others

@@ -18,6 +18,9 @@ GPU = Path(__file__).parents[2] / "fixtures" / "gpu"
     ("collective", "TP1", False),  # TP0 in an NCCL sync, TP1 idle in the user's hook
     ("graph-capture", "TP1", False),  # TP0 in a collective, TP1 synchronizing its GPU in capture
     ("nccl-init", "TP1", False),  # TP0 in ncclCommInitRank, TP1 waiting on a store key
+    ("collective-1gpu", "TP1", False),  # the same three, both ranks on one H200
+    ("graph-capture-1gpu", "TP1", False),
+    ("nccl-init-1gpu", "TP1", False),
 ])
 def test_final_blocker_on_the_gpu_fixtures(scenario: str, rank: str, definite: bool) -> None:
     evidence = read_bundle(GPU / scenario / "bundle")
@@ -27,10 +30,19 @@ def test_final_blocker_on_the_gpu_fixtures(scenario: str, rank: str, definite: b
     assert (blocker.rank, blocker.pid, blocker.definite) == (rank, pid_of_rank[rank], definite)
 
 
-def test_final_blocker_on_the_gpu_fixture_of_a_killed_rank() -> None:
+def test_final_blocker_of_a_rendezvous_the_users_code_called() -> None:
+    # both ranks in torch's TCPStore under user_hooks.join_process_group: the blocker says what
+    # the classifier says (a wait on the rendezvous), not the user's frame
+    blocker = final_blocker(read_bundle(GPU / "rendezvous-mismatch-1gpu" / "bundle"))
+    assert blocker is not None and blocker.waits_on == "the distributed rendezvous (TCPStore)"
+    assert blocker.frame is not None and "torch/distributed" in blocker.frame
+
+
+@pytest.mark.parametrize("name", ["dead-rank", "dead-rank-1gpu"])
+def test_final_blocker_on_the_gpu_fixture_of_a_killed_rank(name: str) -> None:
     # TP0 waits in an all-reduce on rank 1, which was SIGKILLed (its zombie's title is cut, so it
     # has no rank of its own): a wait that cannot end, decided at once.
-    scenario = GPU / "dead-rank"
+    scenario = GPU / name
     killed = json.loads((scenario / "onset.json").read_text())["pid"]
     blocker = final_blocker(read_bundle(scenario / "bundle"))
     assert blocker is not None and blocker.definite

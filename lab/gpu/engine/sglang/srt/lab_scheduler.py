@@ -82,6 +82,20 @@ class Rank:
 # ---------------------------------------------------------------- SGLang's steps
 
 
+def share_gpus(r: Rank) -> None:
+    """Each rank on GPU rank % count. Fewer GPUs than ranks (a one-GPU machine): NCCL refuses one
+    GPU twice within a host, so each rank names a host of its own (NCCL_HOSTID) and NCCL joins
+    them over loopback sockets; torch's watchdog is told not to tear a rank down on a peer's
+    socket error, so that a survivor keeps waiting in its collective, as over NVLink."""
+    count = r.torch.cuda.device_count()
+    r.torch.cuda.set_device(r.rank % count)
+    if count < r.world:
+        os.environ["NCCL_HOSTID"] = f"lab-rank{r.rank}"
+        for key, value in (("NCCL_SOCKET_IFNAME", "lo"), ("NCCL_IB_DISABLE", "1"),
+                           ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "0")):
+            os.environ.setdefault(key, value)
+
+
 def init_distributed_environment(r: Rank, *, absent_rank: int | None = None) -> None:
     """torch rendezvous over TCPStore, then a first all-reduce that creates the NCCL communicator,
     as SGLang's init does before `Init torch distributed ends.` `absent_rank` waits on a store key
@@ -90,7 +104,7 @@ def init_distributed_environment(r: Rank, *, absent_rank: int | None = None) -> 
 
     r.log.info("Init torch distributed begin.")
     if not CPU:
-        r.torch.cuda.set_device(r.rank)
+        share_gpus(r)
     dist.init_process_group(
         "gloo" if CPU else "nccl", init_method=f"tcp://127.0.0.1:{r.port}", rank=r.rank,
         world_size=r.world, timeout=timedelta(hours=1),
@@ -274,8 +288,26 @@ def scenario_dead_rank(r: Rank) -> None:
         time.sleep(2.0)
         r.mark("rank 1 SIGKILLed")
         os.kill(os.getpid(), signal.SIGKILL)
+    if os.environ.get("LAB_DEAD_WAIT") == "store":  # a survivor that waits where no transport sees the death
+        r.dist.distributed_c10d._get_default_store().wait(["lab/TP1-free-memory"], timedelta(hours=1))
     get_available_gpu_memory(r)
     del weights
+
+
+def scenario_rendezvous_mismatch(r: Rank) -> None:
+    """The user's process-group setup (user_hooks.join_process_group) puts rank 1 on another port
+    than the TCPStore rank 0 serves: rank 0 waits for its worker in the store, rank 1 retries its
+    connect; neither reaches NCCL. On one GPU both ranks share it (device rank % count): the
+    rendezvous never gets far enough to mind."""
+    import user_hooks
+
+    r.log.info("Init torch distributed begin.")
+    if not CPU:
+        share_gpus(r)
+    if r.rank == 0:
+        r.mark(f"rank 0 serves the TCPStore on {r.port}, rank 1 looks for it on {r.port + 1}")
+    user_hooks.join_process_group("gloo" if CPU else "nccl", r.rank, r.world, r.port)
+    r.log.info("Init torch distributed ends. mem usage=0.50 GB")  # never reached
 
 
 def scenario_kv_slow(r: Rank) -> None:
@@ -316,6 +348,7 @@ SCENARIOS = {
     "collective": scenario_collective,
     "nccl-init": scenario_nccl_init,
     "dead-rank": scenario_dead_rank,
+    "rendezvous-mismatch": scenario_rendezvous_mismatch,
     "kv-slow": scenario_kv_slow,
     "spin-kernel": scenario_spin_kernel,
     "graph-capture": scenario_graph_capture,
