@@ -50,6 +50,8 @@ NoPreflightOpt = Annotated[bool, typer.Option("--no-preflight", help="Skip the p
 StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not launch when the preflight finds a critical problem (exit 1).")]
 HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions, alerts and past starts (default for past starts: $XDG_STATE_HOME/hangwatch/history.sqlite).")]
 LearnOpt = Annotated[bool, typer.Option("--learn/--no-learn", help="Learn phase budgets and the ETA from past starts of the same setup (kept in the history file).")]
+RemedyOpt = Annotated[bool, typer.Option("--remedy", help="On a stall or crash whose cause has a known-safe launch change (docs/remedy.md), stop the server and relaunch it with exactly that change.")]
+MaxRelaunchOpt = Annotated[int, typer.Option("--max-relaunches", min=0, help="With --remedy: relaunch at most N times.")]
 
 
 def _load_rules(extra: list[Path] | None) -> list[Any]:
@@ -154,16 +156,23 @@ def attach(
     pid: Annotated[int, typer.Argument(help="Any pid of the server: its launcher, a scheduler, a worker.")],
     log: LogOpt = None, *, opts: WatchOptions,
 ) -> None:
-    """Watch a running server start and say why it is stuck, live."""
+    """Watch a running server start and say why it is stuck, live.
+
+    Not our process, so never relaunched: on a stall or crash with a known-safe change
+    (docs/remedy.md) the exact relaunch command is printed instead."""
+    from hangwatch.cli.remedy import attach_hint
     from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
 
     options = _options(opts)
     store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
     config = _config(log, opts.interval, opts.native, learn=opts.learn)
-    watcher = Watcher(discover(pid), _load_rules(opts.rules), config, book=store if opts.learn else None)
+    server = discover(pid)
+    watcher = Watcher(server, _load_rules(opts.rules), config, book=store if opts.learn else None)
+    said: set[str] = set()
     with _Sinks(watcher, store, opts) as sinks:
-        code = Session(watcher, options, sinks=sinks.callbacks).run()
+        hint = functools.partial(attach_hint, cmdline=server.cmdline, engine=server.engine, err=sys.stderr, said=said)
+        code = Session(watcher, options, sinks=[*sinks.callbacks, lambda _obs, verdict: hint(verdict)]).run()
     raise typer.Exit(code)
 
 
@@ -171,7 +180,7 @@ def attach(
 def run(
     cmd: Annotated[list[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
     log: RunLogOpt = None, no_preflight: NoPreflightOpt = False, preflight_strict: StrictOpt = False,
-    *, opts: WatchOptions,
+    remedy: RemedyOpt = False, max_relaunches: MaxRelaunchOpt = 2, *, opts: WatchOptions,
 ) -> None:
     """Start a server and watch it from its first second; Ctrl-C stops it.
 
@@ -180,9 +189,13 @@ def run(
 
     With --exit-on, hangwatch exits once the state is reached: a ready server keeps running
     (its output stays in --log); a stalled one, or one still starting at --timeout, is stopped.
+
+    With --remedy, a stall or crash whose cause has a known-safe launch change (docs/remedy.md)
+    stops the server and relaunches it with exactly that change, at most --max-relaunches times.
     """
-    from hangwatch.cli.launch import default_log_path, launch
-    from hangwatch.watch import Watcher
+    from hangwatch.cli.launch import default_log_path
+    from hangwatch.cli.remedy import RemedyLoop, setup_key
+    from hangwatch.cli.session import EXIT_RELAUNCH
 
     options = _options(opts)
     log_path = log or default_log_path()
@@ -190,20 +203,46 @@ def run(
     rule_set = _load_rules(opts.rules)
     report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
     store = _open_store(opts.history, opts.learn, bool(opts.slack_webhook or opts.webhook or opts.serve))
+    loop = RemedyLoop(list(cmd), {}, max_relaunches, enabled=remedy, json_out=opts.json_out,
+                      store=store, key=setup_key(cmd))
+    loop.apply_learned()
     try:
-        child = launch(cmd, log_path)
+        while True:
+            child, code = _launch_and_watch(loop, log_path, existed, rule_set, report, store, options, opts)
+            existed = True  # a relaunch appends to the same log: its watcher reads only the new part
+            if code != EXIT_RELAUNCH:
+                break
+    finally:
+        if store is not None:
+            store.close()
+    _report_exit(child, code, options)
+    raise typer.Exit(code)
+
+
+def _launch_and_watch(loop: Any, log_path: Path, existed: bool, rule_set: list[Any], report: Any, store: Any,
+                      options: SessionOptions, opts: WatchOptions) -> tuple[Any, int]:
+    """One launch of `loop.argv` watched to its end; a relaunch (--remedy) stops it first."""
+    from hangwatch.cli.launch import launch
+    from hangwatch.cli.remedy import env_for
+    from hangwatch.cli.session import EXIT_RELAUNCH
+    from hangwatch.watch import Watcher
+
+    try:
+        child = launch(loop.argv, log_path, env=env_for(loop.env))
     except OSError as exc:
-        raise TargetError(f"cannot start {shlex.join(cmd)}: {exc.strerror or exc}") from exc
+        raise TargetError(f"cannot start {shlex.join(loop.argv)}: {exc.strerror or exc}") from exc
     child.install_forwarding()
     print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
     # an existing --log file: watch only what this run appends
     config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
                      preflight=report.findings if report else (), learn=opts.learn)
-    watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config, book=store if opts.learn else None)
-    with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None) as sinks:
-        code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
-    _report_exit(child, code, options)
-    raise typer.Exit(code)
+    watcher = Watcher(run_server(child.pid, loop.argv, str(log_path)), rule_set, config, book=store if opts.learn else None)
+    with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None, keep_store=True) as sinks:
+        code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump,
+                       annotate=loop.annotate, handoff=loop.handoff).run()
+        if code == EXIT_RELAUNCH:
+            loop.relaunch(child.popen, watcher.view.server_name, watcher.observed_for(), sinks.dispatcher)
+    return child, code
 
 
 def default_history_path() -> Path:
@@ -303,8 +342,11 @@ def _write_bundle(files: dict[str, bytes], output: Path) -> None:
 class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
-    def __init__(self, watcher: Any, store: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None):
+    def __init__(self, watcher: Any, store: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None,
+                 keep_store: bool = False):
         self.watcher, self.store, self.serve, self.host, self.port = watcher, store, opts.serve, opts.host, opts.port
+        self.keep_store = keep_store  # `run` closes it after its last launch (a relaunch reuses it)
+        self.dispatcher: Any = None
         self.preflight = preflight  # the report served at /preflight (`run` only)
         self.token, self.insecure, self.slack, self.webhook = opts.token, opts.insecure, opts.slack_webhook, opts.webhook
         self.public_url, self.history = opts.public_url, opts.history
@@ -331,7 +373,7 @@ class _Sinks:
         self.watcher.close()
 
     def _store(self) -> Any:
-        if self.store is not None:
+        if self.store is not None and not self.keep_store:
             self._closers.append(self.store.close)
         # the default file keeps past starts only; transitions and alerts when asked for
         if self.history is None and not (self.slack or self.webhook or self.serve):
@@ -353,7 +395,7 @@ class _Sinks:
             sinks.append(SlackSink(slack_client(self.slack), self.public_url))
         if self.webhook:
             sinks.append(WebhookSink(self.webhook))
-        dispatcher = AlertDispatcher(sinks, store)
+        dispatcher = self.dispatcher = AlertDispatcher(sinks, store)
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 
         def close() -> None:
