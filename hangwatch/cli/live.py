@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import typer
 
 from hangwatch.cli.preflight import preflight_before_launch
+from hangwatch.cli.remedy import default_history_path
 from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
 from hangwatch.model import Verdict
@@ -243,12 +244,6 @@ def _launch_and_watch(loop: Any, log_path: Path, existed: bool, rule_set: list[A
         if code == EXIT_RELAUNCH:
             loop.relaunch(child.popen, watcher.view.server_name, watcher.observed_for(), sinks.dispatcher)
     return child, code
-
-
-def default_history_path() -> Path:
-    """$XDG_STATE_HOME/hangwatch/history.sqlite (~/.local/state/... when unset)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "hangwatch" / "history.sqlite"
 
 
 def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:

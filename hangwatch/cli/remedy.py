@@ -22,6 +22,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TextIO
 
 from hangwatch.model import State, Verdict
@@ -30,7 +31,7 @@ from hangwatch.watch.budgets import SetupKey
 from hangwatch.watch.relaunch import HostProbe, LiveHost, Plan, Refusal, apply_change, command_diff, plan_relaunch
 from hangwatch.watch.remedies import Remedies, SafeChange, Shutdown, shipped_remedies
 
-__all__ = ["RemedyLoop", "stop_server", "setup_key", "proposals", "print_proposals", "attach_hint"]
+__all__ = ["RemedyLoop", "stop_server", "setup_key", "proposals", "print_proposals", "attach_hint", "default_history_path"]
 
 _LEFTOVER = re.compile(r"^/dev/shm/|(?:^|/)lock$|\.lock$")
 
@@ -307,6 +308,12 @@ def _alive(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------- the history of this setup
+
+
+def default_history_path() -> Path:
+    """$XDG_STATE_HOME/hangwatch/history.sqlite (~/.local/state/... when unset)."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(state) / "hangwatch" / "history.sqlite"
 
 
 def setup_key(argv: Sequence[str]) -> SetupKey | None:

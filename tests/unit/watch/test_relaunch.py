@@ -6,43 +6,18 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 import pytest
 
 from hangwatch.model import Fact, State, Verdict
 from hangwatch.watch.relaunch import Plan, Refusal, apply_change, command_diff, plan_relaunch, protected_flags
 from hangwatch.watch.remedies import shipped_remedies
+from helpers.recorded_host import RecordedHost
 
 SGLANG = ["python", "-m", "sglang.launch_server", "--model-path", "/m/llama", "--tp", "2", "--host", "0.0.0.0",
           "--port", "30000"]
 VLLM = ["vllm", "serve", "org/llama", "--tensor-parallel-size", "2", "--port", "8000"]
-
-
-@dataclass
-class RecordedHost:
-    """A host for planning without touching this machine (the facts a test wants)."""
-
-    taken: set[int] = field(default_factory=set)
-    locks: tuple[str, ...] = ()
-    cached: bool = True
-    ncores: int = 16
-    next_port: int = 24311
-
-    def port_taken(self, port: int) -> bool:
-        return port in self.taken
-
-    def free_port(self) -> int:
-        return self.next_port
-
-    def stale_locks(self, env: Mapping[str, str]) -> tuple[str, ...]:
-        return self.locks
-
-    def model_cached(self, model: str, env: Mapping[str, str]) -> bool:
-        return self.cached
-
-    def cores(self) -> int:
-        return self.ncores
 
 
 def verdict(cause: str | None, state: State = State.STALLED, *evidence: str) -> Verdict:
