@@ -127,3 +127,29 @@ def test_lab_user_patch_hang_is_never_relaunched(procs: Procs, tmp_path: Path) -
     assert (final["state"], final["cause"]) == ("stalled", "patch_or_user_code"), final
     assert "no relaunch: patch_or_user_code has no safe launch change for sglang" in err
     assert err.count("hangwatch: started pid") == 1
+
+
+@pytest.mark.lab
+@needs_lab
+def test_stale_torch_build_lock_whose_owner_is_gone_is_removed_and_the_server_starts(procs: Procs, tmp_path: Path) -> None:
+    """The test server under the lab's python (torch): rank 0 waits on torch's own FileBaton for a
+    `lock` that a killed build left an hour ago; `run --remedy` removes it, relaunches, ready."""
+    from helpers.livetools import LAUNCHER, free_port
+
+    ext = tmp_path / "torch_extensions"
+    lock = ext / "hw_test_ext" / "lock"
+    lock.parent.mkdir(parents=True)
+    lock.write_text("")
+    os.utime(lock, (lock.stat().st_atime - 3600, lock.stat().st_mtime - 3600))  # an old build's leftover
+    argv = [LAB_PYTHON, str(LAUNCHER), "--model-path", "/models/tiny", "--tp-size", "2", "--port", str(free_port())]
+    env = _env(HW_MODE="jit_lock", HW_DIE_WITH_PARENT="1", TORCH_EXTENSIONS_DIR=str(ext),
+               XDG_STATE_HOME=str(tmp_path / "state"), HOME=str(tmp_path))
+    watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "ready", "--timeout", "240",
+                             "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
+    code, lines, err = finish(watch, 300)
+    stop_server(lines)
+    assert code == 0, err[-3000:]
+    (relaunch,) = relaunch_lines(lines)
+    assert (relaunch["cause"], relaunch["id"], relaunch["removed"]) == ("jit_lock_deadlock", "stale-jit-lock", [str(lock)])
+    assert relaunch["argv"] == argv  # nothing else changed
+    assert lines[-1]["state"] == "ready" and "stale lock" in lines[-1]["remedy"]

@@ -14,6 +14,8 @@ launcher blocks reading each rank's readiness socket, a ready server blocks in a
     slow       like healthy, but rank 0 computes for ~12 s ($HW_SLOW_S) (CPU, moving stack) before its weights
     spin       like healthy, then rank 0 computes forever, appending its rate to $HW_RATE_FILE
     fifo_rank  rank 1 blocks opening its weights ($HW_FIFO, a FIFO nobody writes); rank 0 loaded and waits for it
+    jit_lock   rank 0 takes torch's FileBaton in $TORCH_EXTENSIONS_DIR/hw_test_ext before a JIT build (the
+               lab's python: torch); a `lock` left there by a killed build blocks it until removed
 """
 
 import os
