@@ -85,10 +85,11 @@ class RemedyLoop:
         """A ready verdict after a change names it and what it costs."""
         if verdict.state is not State.READY or not self.applied:
             return verdict
+        done = "; ".join(f"{p.detail or p.change.describe()} (for {p.change.cause}; cost: {p.change.cost})" for p in self.applied)
         if not self._recorded:
             self._recorded = True
             record_success(self, self.store, self.key, self.err)
-        done = "; ".join(f"{p.detail or p.change.describe()} (for {p.change.cause}; cost: {p.change.cost})" for p in self.applied)
+            self._say("ready", f"ready after the safe change {done}")
         return replace(verdict, remedy=f"Started after the safe change {done}.")
 
     def take(self) -> Plan:

@@ -153,3 +153,34 @@ def test_stale_torch_build_lock_whose_owner_is_gone_is_removed_and_the_server_st
     assert (relaunch["cause"], relaunch["id"], relaunch["removed"]) == ("jit_lock_deadlock", "stale-jit-lock", [str(lock)])
     assert relaunch["argv"] == argv  # nothing else changed
     assert lines[-1]["state"] == "ready" and "stale lock" in lines[-1]["remedy"]
+
+
+VLLM_PYTHON = os.environ.get("HANGWATCH_VLLM_PYTHON") or str(ROOT / ".vllm-venv" / "bin" / "python")
+
+
+@pytest.mark.lab
+@pytest.mark.slow
+@pytest.mark.skipif(not Path(VLLM_PYTHON).exists(), reason="no vLLM lab venv (lab/install_vllm.sh, or set HANGWATCH_VLLM_PYTHON)")
+def test_lab_vllm_taken_master_port_of_a_two_node_launch_is_never_relaunched(procs: Procs, tmp_path: Path) -> None:
+    """Every node must be given the same --master-port: changing node 0's alone is not safe, so the
+    crash is reported with its remedy text and nothing is relaunched."""
+    from lab import _procs
+    from lab._runner import VLLM_FLAGS
+    from lab.vllm_scenarios import TP2_ENV, TP2_FLAGS
+
+    http = _procs.free_port(31000, 31999)
+    with held_port(29700, 29799) as master:
+        argv = [VLLM_PYTHON, str(Path(VLLM_PYTHON).parent / "vllm"), "serve", str(_procs.tiny_model_hd64()),
+                "--port", str(http), *VLLM_FLAGS, "--enforce-eager", *TP2_FLAGS, "--nnodes", "2", "--node-rank", "0",
+                "--master-addr", "127.0.0.1", "--master-port", str(master)]  # fmt: skip
+        env = _env(**TP2_ENV, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(tmp_path / "vc"),
+                   TMPDIR=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
+        watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "crashed", "--timeout", "400",
+                                 "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
+        code, lines, err = finish(watch, 500)
+    stop_server(lines)
+    assert code == 1, err[-3000:]
+    assert relaunch_lines(lines) == []
+    assert (lines[-1]["state"], lines[-1]["cause"]) == ("crashed", "port_in_use"), lines[-1]
+    assert "no relaunch: port_in_use has no safe launch change for vllm" in err
+    assert err.count("hangwatch: started pid") == 1
