@@ -1,15 +1,19 @@
 """Figures for `hangwatch run --remedy` on the real SGLang lab (printed, never asserted).
 
-    python bench/bench_remedy.py [--runs 3] [--scenario nccl-port,dist-init-port]
+    python bench/bench_remedy.py [--runs 3] [--scenario nccl-port,dist-init-port,stale-lock]
 
-Each scenario starts the real `sglang.launch_server` on the tiny model with an internal port that a
-real listener already holds, under `hangwatch run --json --remedy --exit-on ready`. Per run:
+nccl-port and dist-init-port start the real `sglang.launch_server` on the tiny model with an
+internal port that a real listener already holds; stale-lock starts the test server
+(tests/integration/programs, under the lab's python) whose rank 0 waits on torch's own FileBaton
+for a `lock` a killed build left an hour ago. Each runs under
+`hangwatch run --json --remedy --exit-on ready`. Per run:
 
-- onset: the first log line of the failure (`EADDRINUSE`) appears in the server's log,
+- onset: the failure appears in the server's log (`EADDRINUSE`; for stale-lock, rank 0's last
+  line before it waits on the baton),
 - detected: hangwatch prints the `crashed`/`stalled` verdict,
 - relaunch: hangwatch prints its `{"relaunch": ...}` line (after stopping the server cleanly),
 - ready: hangwatch prints the `ready` verdict of the relaunched server,
-- answers: the server's own /health on its own port returns 200.
+- answers: the server's own /health on its own port returns 200 (the test server: its port accepts).
 
 Then per scenario: median and max of onset -> relaunch and onset -> ready, and whether all runs
 agreed (the same cause, the same change, ready, answering). Times are wall clock on this machine
@@ -44,9 +48,26 @@ LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / 
 SCENARIOS = {
     "nccl-port": lambda port: ["--nccl-port", str(port)],
     "dist-init-port": lambda port: ["--dist-init-addr", f"127.0.0.1:{port}"],
+    "stale-lock": lambda port: [],  # the test server (tests/integration/programs) on torch's FileBaton
 }
-ONSET = re.compile(r"EADDRINUSE|address already in use")
+ONSET = {"stale-lock": re.compile(r"TP0\] Load weight end")}  # rank 0 then waits on the baton
+PORT_ONSET = re.compile(r"EADDRINUSE|address already in use")
+LAUNCHER = ROOT / "tests" / "integration" / "programs" / "sglang" / "launch_server.py"
 RUN_TIMEOUT_S = 900
+
+
+def _command(scenario: str, http: int, port: int, tmp: Path) -> tuple[list[str], dict[str, str]]:
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state"), "TMPDIR": str(tmp)}
+    if scenario == "stale-lock":
+        lock = tmp / "torch_extensions" / "hw_test_ext" / "lock"
+        lock.parent.mkdir(parents=True)
+        lock.write_text("")
+        os.utime(lock, (time.time() - 3600, time.time() - 3600))  # a killed build's leftover
+        env.update(HW_MODE="jit_lock", TORCH_EXTENSIONS_DIR=str(lock.parent.parent), HOME=str(tmp))
+        return [LAB_PYTHON, str(LAUNCHER), "--model-path", "/models/tiny", "--tp-size", "2", "--port", str(http)], env
+    argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()), "--port", str(http),
+            *COMMON_FLAGS, "--max-total-tokens", "4096", "--skip-server-warmup", *SCENARIOS[scenario](port)]
+    return argv, env
 
 
 def one_run(scenario: str, tmp: Path) -> dict[str, Any]:
@@ -56,13 +77,11 @@ def one_run(scenario: str, tmp: Path) -> dict[str, Any]:
     holder.bind(("127.0.0.1", port))
     holder.listen(4)
     log = tmp / f"{scenario}-{http}.log"
-    argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()), "--port", str(http),
-            *COMMON_FLAGS, "--max-total-tokens", "4096", "--skip-server-warmup", *SCENARIOS[scenario](port)]
-    env = {**os.environ, "XDG_STATE_HOME": str(tmp / "state"), "TMPDIR": str(tmp)}
+    argv, env = _command(scenario, http, port, tmp)
     start = time.time()
     marks: dict[str, float] = {}
     stop = threading.Event()
-    threading.Thread(target=_watch_log, args=(log, marks, stop), daemon=True).start()
+    threading.Thread(target=_watch_log, args=(log, ONSET.get(scenario, PORT_ONSET), marks, stop), daemon=True).start()
     proc = subprocess.Popen([HANGWATCH, "run", "--json", "--remedy", "--exit-on", "ready", "--timeout", str(RUN_TIMEOUT_S),
                              "--log", str(log), "--", *argv], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                             text=True, env=env, start_new_session=True)
@@ -82,7 +101,7 @@ def one_run(scenario: str, tmp: Path) -> dict[str, Any]:
             elif body.get("state") == "ready":
                 marks.setdefault("ready", now)
         proc.wait(timeout=60)
-        result["answers"] = _health(http)
+        result["answers"] = _health(http) if scenario != "stale-lock" else _listening(http)
         result["final"] = "ready" if "ready" in marks else "not ready"
     finally:
         stop.set()
@@ -102,7 +121,7 @@ def one_run(scenario: str, tmp: Path) -> dict[str, Any]:
     return result
 
 
-def _watch_log(log: Path, marks: dict[str, float], stop: threading.Event) -> None:
+def _watch_log(log: Path, onset: re.Pattern[str], marks: dict[str, float], stop: threading.Event) -> None:
     offset = 0
     while not stop.is_set() and "onset" not in marks:
         try:
@@ -111,10 +130,19 @@ def _watch_log(log: Path, marks: dict[str, float], stop: threading.Event) -> Non
                 data = fh.read()
         except OSError:
             data = b""
-        if ONSET.search(data.decode("utf-8", "replace")):
+        if onset.search(data.decode("utf-8", "replace")):
             marks["onset"] = time.time()
         offset += max(0, len(data) - 200)  # a line cut by the read is seen whole next time
         time.sleep(0.1)
+
+
+def _listening(port: int) -> bool:
+    """The test server's own port accepts (it speaks no HTTP)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        return True
+    except OSError:
+        return False
 
 
 def _health(port: int) -> bool:
