@@ -20,7 +20,6 @@ from typing import Annotated, Any
 import typer
 
 from hangwatch.cli.preflight import preflight_before_launch
-from hangwatch.cli.remedy import default_history_path
 from hangwatch.cli.session import Session, SessionOptions, parse_exit_on
 from hangwatch.errors import TargetError
 from hangwatch.model import Verdict
@@ -249,6 +248,7 @@ def _launch_and_watch(loop: Any, log_path: Path, existed: bool, rule_set: list[A
 def _open_store(history: Path | None, learn: bool, needed: bool) -> Any:
     """The SQLite history: --history, else the default file when learning, else in memory when
     alerts or the API need one. A default file that cannot be opened costs only the learning."""
+    from hangwatch.cli.remedy import default_history_path
     from hangwatch.sinks.store import HistoryStore
 
     if history is not None:
