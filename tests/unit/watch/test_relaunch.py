@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -173,3 +174,48 @@ def test_the_plan_serialises_for_json() -> None:
     body = found.to_dict()
     assert body["cause"] == "cuda_graph_capture" and body["argv"][-1] == "--disable-cuda-graph"
     assert replace(found, env={"A": "1"}).to_dict()["env"] == {"A": "1"}
+
+
+# ---------------------------------------------------------------- this machine (LiveHost)
+
+
+def test_live_host_sees_a_held_port_and_finds_a_free_one() -> None:
+    import socket
+
+    from hangwatch.watch.relaunch import LiveHost
+
+    host = LiveHost()
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen(1)
+        assert host.port_taken(held.getsockname()[1])
+    port = host.free_port()
+    assert not host.port_taken(port) and port < 30000  # below the ephemeral range, as SGLang picks
+
+
+def test_live_host_knows_a_model_in_the_hub_cache(tmp_path: Path) -> None:
+    from hangwatch.watch.relaunch import LiveHost
+
+    env = {"HF_HOME": str(tmp_path / "hf")}
+    assert not LiveHost().model_cached("org/llama", env)
+    snapshot = tmp_path / "hf" / "hub" / "models--org--llama" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    assert LiveHost().model_cached("org/llama", env)
+    assert LiveHost().model_cached(str(tmp_path), {})  # a local folder
+
+
+def test_live_host_finds_only_locks_whose_writer_is_gone(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from hangwatch.watch.relaunch import LiveHost
+
+    cache = tmp_path / "flashinfer"
+    cache.mkdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    stale, alive = cache / "a.lock", cache / "b.lock"
+    stale.write_text(f"{gone.stdout.strip()}\n{os.uname().nodename}\n")  # SoftFileLock: PID, host
+    alive.write_text(f"{os.getpid()}\n{os.uname().nodename}\n")
+    assert LiveHost().stale_locks({"FLASHINFER_WORKSPACE_BASE": str(cache), "HOME": str(tmp_path)}) == (str(stale),)
