@@ -81,6 +81,8 @@ def plan_relaunch(verdict: Verdict, engine: str | None, argv: Sequence[str], env
     reasons = []
     for change in changes:
         result = apply_change(change, list(argv), env, host, evidence_text(verdict))
+        if isinstance(result, Plan) and protected_flags(result.argv) != protected_flags(argv):
+            result = Refusal("it would change the model, a parallel size, the host or the port")  # never
         if isinstance(result, Plan):
             return result
         reasons.append(f"{change.describe()}: {result.reason}")
