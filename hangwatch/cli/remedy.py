@@ -183,8 +183,8 @@ def attach_hint(verdict: Verdict, cmdline: str, engine: str | None, err: TextIO,
         said.add(verdict.cause or "")
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in found.env.items())
         rm = "".join(f"rm {shlex.quote(p)} && " for p in found.remove)
-        err.write(f"hangwatch: not relaunching (attach: not our process). The known-safe change for {verdict.cause}: "
-                  f"{found.detail} (cost: {found.change.cost}). Relaunch with:\n  {rm}{env + ' ' if env else ''}"
+        err.write(f"hangwatch: not relaunching (attach: not our process). The known-safe change for {verdict.cause} is "
+                  f"{found.change.describe()} ({found.detail}; cost: {found.change.cost}). Relaunch with:\n  {rm}{env + ' ' if env else ''}"
                   f"{shlex.join(found.argv)}\n")
         err.flush()
 
