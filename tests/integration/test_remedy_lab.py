@@ -99,7 +99,7 @@ def test_lab_taken_nccl_port_is_relaunched_on_a_free_one_and_the_server_answers(
             with urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=10) as resp:
                 assert resp.status == 200
         finally:
-            stop_server(lines if "lines" in dir() else [])
+            stop_server(lines)
     # the history keeps the change for this setup; the next preflight of it proposes it
     with sqlite3.connect(state / "hangwatch" / "history.sqlite") as db:
         assert db.execute("SELECT cause, change_id FROM remedies").fetchall() == [("port_in_use", "sglang-nccl-port")]
