@@ -171,6 +171,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--scenario", default=",".join(SCENARIOS))
     args = parser.parse_args()
+    # a `timeout` or Ctrl-C still runs each run's cleanup (hangwatch and the servers it started)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if not Path(LAB_PYTHON).exists():
         sys.exit(f"no lab python at {LAB_PYTHON} (lab/install.sh, or set HANGWATCH_LAB_PYTHON)")
     for scenario in args.scenario.split(","):
