@@ -11,7 +11,7 @@ from typing import Annotated
 
 import typer
 
-from hangwatch.cli.live import default_history_path
+from hangwatch.cli.remedy import default_history_path
 from hangwatch.errors import TargetError
 
 __all__ = ["prune"]

@@ -52,6 +52,8 @@ StrictOpt = Annotated[bool, typer.Option("--preflight-strict", help="Do not laun
 HistoryOpt = Annotated[Path | None, typer.Option("--history", help="SQLite file for verdict transitions, alerts and past starts (default for past starts: $XDG_STATE_HOME/hangwatch/history.sqlite).")]
 LaunchLabelOpt = Annotated[str | None, typer.Option("--launch-label", envvar="HANGWATCH_LAUNCH_LABEL", help="The multi-node start this node belongs to, the same on every node (default: from the engine's --dist-init-addr/--nnodes); exported in /metrics for `hangwatch fleet --prometheus`.")]
 LearnOpt = Annotated[bool, typer.Option("--learn/--no-learn", help="Learn phase budgets and the ETA from past starts of the same setup (kept in the history file).")]
+RemedyOpt = Annotated[bool, typer.Option("--remedy", help="On a stall or crash whose cause has a known-safe launch change (docs/remedy.md), stop the server and relaunch it with exactly that change.")]
+MaxRelaunchOpt = Annotated[int, typer.Option("--max-relaunches", min=0, help="With --remedy: relaunch at most N times.")]
 
 
 def _load_rules(extra: list[Path] | None) -> list[Any]:
@@ -159,16 +161,23 @@ def attach(
     pid: Annotated[int, typer.Argument(help="Any pid of the server: its launcher, a scheduler, a worker.")],
     log: LogOpt = None, *, opts: WatchOptions,
 ) -> None:
-    """Watch a running server start and say why it is stuck, live."""
+    """Watch a running server start and say why it is stuck, live.
+
+    Not our process, so never relaunched: on a stall or crash with a known-safe change
+    (docs/remedy.md) the exact relaunch command is printed instead."""
+    from hangwatch.cli.remedy import attach_hint
     from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
 
     options = _options(opts)
     store = _open_store(opts.history, opts.learn)
     config = _config(log, opts.interval, opts.native, learn=opts.learn)
-    watcher = Watcher(discover(pid), _load_rules(opts.rules), config, book=store if opts.learn else None)
+    server = discover(pid)
+    watcher = Watcher(server, _load_rules(opts.rules), config, book=store if opts.learn else None)
+    said: set[str] = set()
     with _Sinks(watcher, store, opts) as sinks:
-        code = Session(watcher, options, sinks=sinks.callbacks).run()
+        hint = functools.partial(attach_hint, cmdline=server.cmdline, engine=server.engine, err=sys.stderr, said=said)
+        code = Session(watcher, options, sinks=[*sinks.callbacks, lambda _obs, verdict: hint(verdict)]).run()
     raise typer.Exit(code)
 
 
@@ -176,7 +185,7 @@ def attach(
 def run(
     cmd: Annotated[list[str], typer.Argument(help="The server command, after --.", metavar="-- CMD...")],
     log: RunLogOpt = None, no_preflight: NoPreflightOpt = False, preflight_strict: StrictOpt = False,
-    *, opts: WatchOptions,
+    remedy: RemedyOpt = False, max_relaunches: MaxRelaunchOpt = 2, *, opts: WatchOptions,
 ) -> None:
     """Start a server and watch it from its first second; Ctrl-C stops it.
 
@@ -185,9 +194,13 @@ def run(
 
     With --exit-on, hangwatch exits once the state is reached: a ready server keeps running
     (its output stays in --log); a stalled one, or one still starting at --timeout, is stopped.
+
+    With --remedy, a stall or crash whose cause has a known-safe launch change (docs/remedy.md)
+    stops the server and relaunches it with exactly that change, at most --max-relaunches times.
     """
-    from hangwatch.cli.launch import default_log_path, launch
-    from hangwatch.watch import Watcher
+    from hangwatch.cli.launch import default_log_path
+    from hangwatch.cli.remedy import RemedyLoop, setup_key
+    from hangwatch.cli.session import EXIT_RELAUNCH
 
     options = _options(opts)
     log_path = log or default_log_path()
@@ -195,21 +208,47 @@ def run(
     rule_set = _load_rules(opts.rules)
     report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
     store = _open_store(opts.history, opts.learn)
+    loop = RemedyLoop(list(cmd), {}, max_relaunches, enabled=remedy, json_out=opts.json_out,
+                      store=store, key=setup_key(cmd))
+    loop.apply_learned()
     try:
-        child = launch(cmd, log_path)
+        while True:
+            child, code = _launch_and_watch(loop, log_path, existed, rule_set, report, store, options, opts)
+            existed = True  # a relaunch appends to the same log: its watcher reads only the new part
+            if code != EXIT_RELAUNCH:
+                break
+    finally:
+        if store is not None:
+            store.close()
+    _report_exit(child, code, options)
+    raise typer.Exit(code)
+
+
+def _launch_and_watch(loop: Any, log_path: Path, existed: bool, rule_set: list[Any], report: Any, store: Any,
+                      options: SessionOptions, opts: WatchOptions) -> tuple[Any, int]:
+    """One launch of `loop.argv` watched to its end; a relaunch (--remedy) stops it first."""
+    from hangwatch.cli.launch import launch
+    from hangwatch.cli.remedy import env_for
+    from hangwatch.cli.session import EXIT_RELAUNCH
+    from hangwatch.watch import Watcher
+
+    try:
+        child = launch(loop.argv, log_path, env=env_for(loop.env))
     except OSError as exc:
-        raise TargetError(f"cannot start {shlex.join(cmd)}: {exc.strerror or exc}") from exc
+        raise TargetError(f"cannot start {shlex.join(loop.argv)}: {exc.strerror or exc}") from exc
     child.install_forwarding()
     print(f"hangwatch: started pid {child.pid}, output in {log_path}", file=sys.stderr)
     # an existing --log file: watch only what this run appends
     config = _config(log_path, opts.interval, opts.native, initial_log_bytes=0 if existed else 8 << 20,
                      preflight=report.findings if report else (), learn=opts.learn)
-    watcher = Watcher(run_server(child.pid, cmd, str(log_path)), rule_set, config, book=store if opts.learn else None)
+    watcher = Watcher(run_server(child.pid, loop.argv, str(log_path)), rule_set, config, book=store if opts.learn else None)
     _watch_stops(child, watcher)
-    with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None) as sinks:
-        code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump).run()
-    _report_exit(child, code, options)
-    raise typer.Exit(code)
+    with _Sinks(watcher, store, opts, preflight=report.to_dict() if report else None, keep_store=True) as sinks:
+        code = Session(watcher, options, sinks=sinks.callbacks, child_pid=child.pid, pump=child.pump,
+                       annotate=loop.annotate, handoff=loop.handoff).run()
+        if code == EXIT_RELAUNCH:
+            loop.relaunch(child.popen, watcher.view.server_name, watcher.observed_for(), sinks.dispatcher)
+    return child, code
 
 
 def _watch_stops(child: Any, watcher: Any) -> None:
@@ -223,16 +262,11 @@ def _watch_stops(child: Any, watcher: Any) -> None:
         note(child.stopped_by)
 
 
-def default_history_path() -> Path:
-    """$XDG_STATE_HOME/hangwatch/history.sqlite (~/.local/state/... when unset)."""
-    state = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
-    return Path(state) / "hangwatch" / "history.sqlite"
-
-
 def _open_store(history: Path | None, learn: bool) -> Any:
     """The SQLite history: --history, else the default file for past starts when learning (the
     session's transitions and alerts then live in memory, _Sinks._store). A default file that
     cannot be opened costs only the learning."""
+    from hangwatch.cli.remedy import default_history_path
     from hangwatch.sinks.store import HistoryStore
 
     if history is not None:
@@ -348,8 +382,11 @@ def _write_bundle(files: dict[str, bytes], output: Path) -> None:
 class _Sinks:
     """The HTTP API, alerts and history of one session; started on enter, stopped on exit."""
 
-    def __init__(self, watcher: Any, store: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None):
+    def __init__(self, watcher: Any, store: Any, opts: WatchOptions, preflight: dict[str, Any] | None = None,
+                 keep_store: bool = False):
         self.watcher, self.store, self.serve, self.host, self.port = watcher, store, opts.serve, opts.host, opts.port
+        self.keep_store = keep_store  # `run` closes it after its last launch (a relaunch reuses it)
+        self.dispatcher: Any = None
         self.preflight = preflight  # the report served at /preflight (`run` only)
         self.token, self.insecure, self.slack, self.webhook = opts.token, opts.insecure, opts.slack_webhook, opts.webhook
         self.public_url, self.history, self.launch_label = opts.public_url, opts.history, opts.launch_label
@@ -378,7 +415,7 @@ class _Sinks:
     def _store(self) -> Any:
         from hangwatch.sinks.store import HistoryStore
 
-        if self.store is not None:
+        if self.store is not None and not self.keep_store:
             self._closers.append(self.store.close)
         if self.history is not None:  # --history FILE: past starts, transitions, episodes and alerts
             self.store.close_gone(_server_gone)
@@ -408,7 +445,7 @@ class _Sinks:
             sinks.append(WebhookSink(self.webhook))
         from hangwatch.sources.location import read_location
 
-        dispatcher = AlertDispatcher(sinks, store, where=read_location().label())
+        dispatcher = self.dispatcher = AlertDispatcher(sinks, store, where=read_location().label())
         _resume_open_episode(self.watcher, store)
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 

@@ -5,8 +5,10 @@ Exit 1 when a finding is critical, else 0; bad input exits 2 (hangwatch.cli.main
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, TextIO
 
@@ -33,10 +35,29 @@ def preflight(
     report, _ = run_preflight(cmd, os.environ, [RULES_DIR, *(rules or [])], gpus_from)
     if json_out:
         # ASCII-escaped and redacted: paths and the command line are the user's, control bytes included
-        print(json.dumps(redact_obj(report.to_dict()), indent=2))
+        print(json.dumps(redact_obj({**report.to_dict(), "learned_changes": _learned(cmd, io.StringIO())}), indent=2))
     else:
         render_report(report)
+        _learned(cmd, sys.stdout)
     raise typer.Exit(1 if report.critical else 0)
+
+
+def _learned(cmd: list[str], out: TextIO) -> list[dict[str, str]]:
+    """The safe changes after which this setup started before (docs/remedy.md), from the history."""
+    from hangwatch.cli.remedy import default_history_path, print_proposals
+    from hangwatch.sinks.store import HistoryStore
+
+    path = default_history_path()
+    if not path.exists():
+        return []
+    try:
+        store = HistoryStore(str(path))
+    except Exception:  # an unreadable history costs only the proposal
+        return []
+    try:
+        return print_proposals(cmd, store, out)
+    finally:
+        store.close()
 
 
 def preflight_before_launch(cmd: list[str], *, strict: bool, rules: list[Path] | None = None) -> Report | None:

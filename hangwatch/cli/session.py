@@ -24,9 +24,10 @@ from hangwatch.sinks.terminal import render, verdict_json, verdict_line
 from hangwatch.watch import Watcher
 from hangwatch.watch.observation import Observation
 
-__all__ = ["SessionOptions", "Session", "parse_exit_on", "next_wait", "EXIT_READY", "EXIT_NOT_READY"]
+__all__ = ["SessionOptions", "Session", "parse_exit_on", "next_wait", "EXIT_READY", "EXIT_NOT_READY", "EXIT_RELAUNCH"]
 
 EXIT_READY, EXIT_NOT_READY, EXIT_INTERRUPTED = 0, 1, 130
+EXIT_RELAUNCH = -1  # `run --remedy`: the session ends so that the server is relaunched (cli/remedy.py)
 VerdictCallback = Callable[[Observation, Verdict], None]  # called every tick; must not block
 
 
@@ -60,6 +61,10 @@ class Session:
     out: TextIO = field(default_factory=lambda: sys.stdout)
     child_pid: int | None = None  # `run`: our own child; its exit ends the session
     pump: Callable[[Callable[[str], None]], None] | None = None  # `run`: copies server output
+    # `run --remedy` (cli/remedy.py): `annotate` may add to each verdict (the change that made it
+    # start); `handoff` True ends the session with EXIT_RELAUNCH
+    annotate: Callable[[Verdict], Verdict] | None = None
+    handoff: Callable[[Verdict], bool] | None = None
     _observation: Observation | None = None
     _stop_signal: int | None = None
     _child_gone: bool = False
@@ -113,6 +118,8 @@ class Session:
             self.pump(echo)
         before = len(self._observation.transitions) if self._observation else 0
         observation, verdict = self.watcher.tick()
+        if self.annotate is not None:
+            verdict = self.annotate(verdict)
         self._observation = observation
         for sink in self.sinks:
             sink(observation, verdict)
@@ -127,6 +134,8 @@ class Session:
     # ---------------------------------------------------------------- stopping
 
     def _finished(self, verdict: Verdict) -> int | None:
+        if self.handoff is not None and self.handoff(verdict):
+            return EXIT_RELAUNCH
         if verdict.state in self.options.exit_on:
             return EXIT_READY if verdict.state is State.READY else EXIT_NOT_READY
         if verdict.state is State.STOPPED and self.options.exit_on:
@@ -146,6 +155,8 @@ class Session:
     def _final(self, verdict: Verdict, code: int, *, printed: bool = False) -> int:
         timed_out = self._timed_out
         t = self.watcher.observed_for()
+        if code == EXIT_RELAUNCH and self.options.json:
+            return code  # not final: the relaunch line and the next server's verdicts follow
         if self.options.json:
             if timed_out or verdict.state not in self.options.exit_on:
                 self._write(verdict_json(verdict, t, self._server_name, final=True, timeout=timed_out))

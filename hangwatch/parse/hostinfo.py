@@ -70,6 +70,11 @@ class LockFile:
     held: bool = False  # a kernel lock on it (/proc/locks) or a process has it open
     existence_lock: bool = False  # the file's existence is the lock (torch FileBaton `lock`)
 
+    @property
+    def stale(self) -> bool:
+        """Nothing holds it and its writer is gone (or it is a build baton no build holds)."""
+        return not self.held and (self.pid_alive is False or (self.existence_lock and self.pid is None))
+
 
 @dataclass(frozen=True)
 class GpuLink:

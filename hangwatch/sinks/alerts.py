@@ -317,6 +317,18 @@ class AlertDispatcher:
         except queue.Full:  # the decision thread is wedged (disk?): drop rather than stall the loop
             log.warning("alert inbox full; dropped a verdict for %s", server)
 
+    def relaunch(self, verdict: Verdict, server: str, relaunch: dict[str, Any], number: int, timeout: float = 5.0) -> None:
+        """One message per relaunch (`hangwatch run --remedy`), in the episode of the stall or crash
+        that caused it: `relaunch` ({cause, change, argv, ...}) rides in the verdict body."""
+        deadline = time.monotonic() + timeout
+        while self._inbox.unfinished_tasks and time.monotonic() < deadline:  # the stall's own decision first
+            time.sleep(0.01)
+        server, at = redacted(server), self._clock()
+        body = {**redacted_verdict(verdict), "relaunch": redacted(relaunch)}
+        episode = self.store.open_episode(server) or self.store.start_episode(server, verdict.state.value, verdict.cause, at=at)
+        kind = f"relaunch:{number}"
+        self._submit(kind, Alert(kind, server, episode.id, body, at, episode.started, episode.state))
+
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every queued verdict is decided and every alert delivered or given up."""
         deadline = time.monotonic() + timeout
@@ -416,6 +428,8 @@ def slack_message(alert: Alert, public_url: str | None = None) -> dict[str, Any]
     alert = _escaped(alert)  # every string below comes from the server or its log: no live mrkdwn in it
     if alert.kind.startswith("refined"):
         blocks = _refined_blocks(alert)
+    elif alert.kind.startswith("relaunch"):
+        blocks = _relaunch_blocks(alert)
     else:
         blocks = _firing_blocks(alert) if alert.kind == "firing" else _resolved_blocks(alert)
     blocks += _links(public_url)
@@ -487,6 +501,18 @@ def _refined_blocks(alert: Alert) -> list[dict[str, Any]]:
     return blocks
 
 
+def _relaunch_blocks(alert: Alert) -> list[dict[str, Any]]:
+    """hangwatch stopped the server and starts it again with one known-safe change."""
+    v, r = alert.verdict, alert.verdict.get("relaunch") or {}
+    blocks = [_header(f"{STATE_ICONS.get(v['state'], '')} {_who(alert)}: relaunching with {r.get('what', '?')}")]
+    text = (f"The server was *{v['state']}* (`{v['cause']}`, {v['confidence_label']}). hangwatch stopped it and "
+            f"starts it again with exactly one change: `{r.get('what', '?')}`.\n*Cost*: {r.get('cost', 'unknown')}")
+    blocks.append(_section(text))
+    if r.get("argv"):
+        blocks.append(_section("*Command*\n```" + _clip(" ".join(r["argv"]), 2500) + "```"))
+    return blocks
+
+
 def _resolved_blocks(alert: Alert) -> list[dict[str, Any]]:
     v = alert.verdict
     text = (f"The {alert.episode_state} episode is over after {duration_text(alert.at - alert.started)}; "
@@ -509,6 +535,8 @@ def _fallback(alert: Alert) -> str:
         return f"{_who(alert)}: resolved, now {v['state']}"
     if alert.kind.startswith("refined"):
         return _clip(f"{_who(alert)}: still {v['state']}; cause refined to {v['cause']}", 300)
+    if alert.kind.startswith("relaunch"):
+        return _clip(f"{_who(alert)}: {v['state']} ({v['cause']}); relaunching with {(v.get('relaunch') or {}).get('what')}", 300)
     return _clip(f"{_who(alert)}: {v['state']} in {v['phase'] or 'unknown phase'}: {v['cause'] or 'unknown cause'}", 300)
 
 

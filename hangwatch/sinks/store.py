@@ -32,7 +32,8 @@ from typing import Any
 from hangwatch.errors import HangwatchError
 from hangwatch.watch.budgets import PastStart, SetupKey
 
-__all__ = ["DamagedHistory", "HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement", "Retention"]
+__all__ = ["DamagedHistory", "HistoryError", "HistoryStore", "Episode", "Transition", "AlertRecord", "Refinement",
+           "Retention", "RemedyRecord"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS transitions (
@@ -95,6 +96,20 @@ CREATE TABLE IF NOT EXISTS starts (
     topology TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS starts_setup ON starts (engine, version, model, tp, gpu_model);
+CREATE TABLE IF NOT EXISTS remedies (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    engine TEXT NOT NULL,
+    version TEXT NOT NULL,
+    model TEXT NOT NULL,
+    tp INTEGER NOT NULL,
+    gpu_model TEXT NOT NULL,
+    cause TEXT NOT NULL,
+    change_id TEXT NOT NULL,
+    what TEXT NOT NULL,
+    cost TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS remedies_setup ON remedies (engine, version, model, tp, gpu_model);
 """
 # table -> its columns, read from _SCHEMA: a file whose tables lack one is not ours (or is damaged)
 _COLUMNS = {m[1]: tuple(line.split()[0] for line in m[2].strip().splitlines() if not line.strip().startswith(("UNIQUE", "PRIMARY")))
@@ -110,6 +125,16 @@ class Retention:
     max_episodes: int = 10_000  # ended ones, with their causes, alert records and outbox rows
     max_starts: int = 10_000
     every_writes: int = 1_000  # the store prunes itself after this many writes (0: never)
+
+
+@dataclass(frozen=True)
+class RemedyRecord:
+    """A safe launch change after which a setup started (hangwatch/data/remedies.yaml)."""
+
+    cause: str
+    change_id: str
+    what: str  # as done: "added --disable-cuda-graph"
+    cost: str
 
 
 @dataclass(frozen=True)
@@ -480,6 +505,24 @@ class HistoryStore:
                 "SELECT ready_s, phases FROM starts WHERE engine = ? AND version = ? AND model = ? AND tp = ?"
                 " AND gpu_model = ? AND topology = ? ORDER BY id DESC LIMIT ?", (*key.as_tuple(), limit)).fetchall()
         return [PastStart(ready_s, _phases(text)) for ready_s, text in rows]
+
+
+    # ------------------------------------------------------------ changes that made a setup start (watch.relaunch)
+
+    def record_remedy(self, key: SetupKey, remedy: RemedyRecord, *, at: float) -> None:
+        with self._tx() as db:
+            db.execute("INSERT INTO remedies (at, engine, version, model, tp, gpu_model, cause, change_id, what, cost)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (at, *key.as_tuple(), remedy.cause, remedy.change_id, remedy.what, remedy.cost))
+
+    def remedies(self, key: SetupKey, limit: int = 20) -> list[RemedyRecord]:
+        """The changes that made this setup start after a relaunch, newest first, one per change."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT cause, change_id, what, cost, MAX(at) FROM remedies WHERE engine = ? AND version = ?"
+                " AND model = ? AND tp = ? AND gpu_model = ? GROUP BY change_id ORDER BY MAX(at) DESC LIMIT ?",
+                (*key.as_tuple(), limit)).fetchall()
+        return [RemedyRecord(*row[:4]) for row in rows]
 
 
 def _phases(text: str) -> dict[str, float]:

@@ -36,7 +36,7 @@ from hangwatch.parse.hostinfo import (
     parse_proc_locks,
 )
 
-__all__ = ["ProbePlan", "gather_host", "probe_path"]
+__all__ = ["ProbePlan", "gather_host", "probe_path", "scan_locks"]
 
 STAT_TIMEOUT_S = 2.0
 DNS_TIMEOUT_S = 2.0
@@ -266,6 +266,11 @@ def _weight_entries(folder: str) -> list[os.DirEntry[str]]:
 
 
 # ---------------------------------------------------------------- lock files
+
+
+def scan_locks(caches: tuple[str, ...], *, proc_root: str = "/proc") -> tuple[LockFile, ...]:
+    """The lock files under these cache folders, each with who holds it and whether its writer lives."""
+    return _locks(caches, proc_root)
 
 
 def _locks(caches: tuple[str, ...], proc_root: str) -> tuple[LockFile, ...]:

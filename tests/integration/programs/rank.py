@@ -57,6 +57,8 @@ def main(rank, store_port, ready_fd, mode):
     if mode == "fifo_rank":
         wait_after_load(rank, keep, os.environ["HW_FIFO"])
     log(label, "Load weight end. type=LlamaForCausalLM, dtype=torch.bfloat16, avail mem=59.00 GB, mem usage=1.00 GB.")
+    if mode == "jit_lock" and rank == 0:
+        jit_build(os.path.join(os.environ["TORCH_EXTENSIONS_DIR"], "hw_test_ext"))
     log(label, "KV Cache is allocated. #tokens: 4096, K size: 0.01 GB, V size: 0.01 GB")
     log(label, "max_total_num_tokens=4096, chunked_prefill_size=2048, max_prefill_tokens=16384, context_len=2048")
     channel = socket.socket(fileno=ready_fd)
@@ -65,6 +67,20 @@ def main(rank, store_port, ready_fd, mode):
         spin(os.environ["HW_RATE_FILE"])
     channel.recv(1)  # wait for requests that never come
     del keep
+
+
+def jit_build(folder):
+    """What torch.utils.cpp_extension does before a JIT build (needs torch: run under the lab's
+    python): one process builds under the folder's FileBaton, the others wait for its `lock` to go.
+    A `lock` left by a killed build is never removed by anyone, so the wait is forever."""
+    from torch.utils.file_baton import FileBaton
+
+    os.makedirs(folder, exist_ok=True)
+    baton = FileBaton(os.path.join(folder, "lock"))
+    if baton.try_acquire():
+        baton.release()  # nothing to build here: the lock was free
+    else:
+        baton.wait()
 
 
 def load_from_fifo(path):

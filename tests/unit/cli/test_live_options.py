@@ -21,6 +21,6 @@ def test_attach_and_run_offer_the_same_shared_options() -> None:
     assert len(shared) == 20  # 15, the three secret files (--token-file, ...), --learn/--no-learn, --launch-label
     assert {name: attach[name] for name in shared} == {name: run[name] for name in shared}
     assert attach["port"][0] == ("--port",) and attach["port"][1] == 9464
-    # each command keeps its own: attach reads a log, run keeps one and runs the preflight
+    # each command keeps its own: attach reads a log, run keeps one, runs the preflight and relaunches (--remedy)
     assert set(attach) - shared == {"pid", "log"}
-    assert set(run) - shared == {"cmd", "log", "no_preflight", "preflight_strict"}
+    assert set(run) - shared == {"cmd", "log", "no_preflight", "preflight_strict", "remedy", "max_relaunches"}

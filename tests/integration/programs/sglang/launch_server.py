@@ -17,6 +17,8 @@ launcher blocks reading each rank's readiness socket, a ready server blocks in a
 
 HW_JOINED_TITLE=1: the launcher retitles itself with its command line joined into one string.
 HW_ABORT_ON_SIGTERM=1: the launcher aborts (SIGABRT) when it is sent SIGTERM.
+    jit_lock   rank 0 takes torch's FileBaton in $TORCH_EXTENSIONS_DIR/hw_test_ext before a JIT build (the
+               lab's python: torch); a `lock` left there by a killed build blocks it until removed
 """
 
 import os
