@@ -443,9 +443,15 @@ class _Sinks:
             sinks.append(SlackSink(slack_client(self.slack), self.public_url))
         if self.webhook:
             sinks.append(WebhookSink(self.webhook))
+        from hangwatch.sinks.launchid import launch_of
         from hangwatch.sources.location import read_location
 
-        dispatcher = self.dispatcher = AlertDispatcher(sinks, store, where=read_location().label())
+        # where, for a reader of many nodes' alerts: the machine, and the multi-node start it belongs to
+        server = self.watcher.server
+        launch = launch_of(server.engine, server.flags, self.launch_label)
+        where = read_location().label() + (f" · launch {launch.launch}" if launch.launch else "") + (
+            f" node {launch.node_rank}" if launch.launch and launch.node_rank else "")
+        dispatcher = self.dispatcher = AlertDispatcher(sinks, store, where=where)
         _resume_open_episode(self.watcher, store)
         self.callbacks.append(lambda observation, verdict: dispatcher.on_verdict(verdict, observation.server.name))
 

@@ -11,7 +11,7 @@ from helpers.livetools import Procs, _env, free_port, server_cmd, wait_for_text
 from helpers.serve_support import Receiver
 
 
-def _alerts_of_a_stall(tmp_path: Path, **location: str) -> tuple[list[dict], list[dict]]:
+def _alerts_of_a_stall(tmp_path: Path, *extra: str, **location: str) -> tuple[list[dict], list[dict]]:
     procs, slack, hook = Procs(), Receiver(), Receiver()
     try:
         log = tmp_path / "server.log"
@@ -20,7 +20,7 @@ def _alerts_of_a_stall(tmp_path: Path, **location: str) -> tuple[list[dict], lis
                                  env=_env(HW_MODE="tcpstore"))
         wait_for_text(log, "Init torch distributed begin")
         procs.hangwatch(["attach", str(server.pid), "--json", "--log", str(log), "--history", str(tmp_path / "h.db"),
-                         "--public-url", "http://node7.example:9464"],
+                         "--public-url", "http://node7.example:9464", *extra],
                         env=_env(HANGWATCH_SLACK_WEBHOOK=slack.url, HANGWATCH_WEBHOOK=hook.url, **location))
         assert slack.wait_for(1, 90) and hook.wait_for(1, 30), "no alert arrived"
         return list(slack.bodies), list(hook.bodies)
@@ -40,9 +40,9 @@ def test_a_stall_alert_names_the_host_and_links_the_page(tmp_path: Path) -> None
     assert {"Page": "http://node7.example:9464/"}.items() <= {b["text"]["text"]: b["url"] for b in buttons}.items()
 
 
-def test_in_kubernetes_the_alert_names_the_pod_its_namespace_and_node(tmp_path: Path) -> None:
+def test_in_kubernetes_the_alert_names_the_pod_its_namespace_node_and_launch(tmp_path: Path) -> None:
     # the variables deploy/k8s-sidecar.yaml sets from the downward API
-    slack, hook = _alerts_of_a_stall(tmp_path, POD_NAME="sglang-0", POD_NAMESPACE="llm", NODE_NAME="gpu-node-7",
-                                     POD_IP="10.9.8.7")
-    expected = "pod llm/sglang-0 on node gpu-node-7 (10.9.8.7)"
+    slack, hook = _alerts_of_a_stall(tmp_path, "--launch-label", "llama-405b-prod", POD_NAME="sglang-0",
+                                     POD_NAMESPACE="llm", NODE_NAME="gpu-node-7", POD_IP="10.9.8.7")
+    expected = "pod llm/sglang-0 on node gpu-node-7 (10.9.8.7) · launch llama-405b-prod"
     assert expected in slack[0]["blocks"][0]["text"]["text"] and hook[0]["where"] == expected
