@@ -27,7 +27,8 @@ from typing import Any, TextIO
 
 from hangwatch.model import State, Verdict
 from hangwatch.redact import redact_obj, redact_text, terminal_safe
-from hangwatch.watch.budgets import SetupKey
+from hangwatch.sources.modelid import model_identity
+from hangwatch.watch.budgets import SetupKey, setup_key_of
 from hangwatch.watch.relaunch import HostProbe, LiveHost, Plan, Refusal, apply_change, command_diff, plan_relaunch
 from hangwatch.watch.remedies import Remedies, SafeChange, Shutdown, shipped_remedies
 
@@ -329,8 +330,10 @@ def setup_key(argv: Sequence[str]) -> SetupKey | None:
         return None
     flags = parse_flags(cmdline)
     model = flags.get("model-path") or flags.get("model") or "unknown"
-    tp = str(flags.get("tp") or "1")
-    return SetupKey(engine, engine_version(engine, cmdline), str(model), int(tp) if tp.isdigit() else 1, _gpu_model())
+    # the key the watcher gives the same start (past starts, learned changes): the model as the server,
+    # started from here, will see it
+    return setup_key_of(engine, engine_version(engine, cmdline), flags, model_identity(str(model), os.getpid()),
+                        _gpu_model())
 
 
 def _gpu_model() -> str:

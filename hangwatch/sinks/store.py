@@ -104,12 +104,13 @@ CREATE TABLE IF NOT EXISTS remedies (
     model TEXT NOT NULL,
     tp INTEGER NOT NULL,
     gpu_model TEXT NOT NULL,
+    topology TEXT NOT NULL DEFAULT '',
     cause TEXT NOT NULL,
     change_id TEXT NOT NULL,
     what TEXT NOT NULL,
     cost TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS remedies_setup ON remedies (engine, version, model, tp, gpu_model);
+CREATE INDEX IF NOT EXISTS remedies_setup ON remedies (engine, version, model, tp, gpu_model, topology);
 """
 # table -> its columns, read from _SCHEMA: a file whose tables lack one is not ours (or is damaged)
 _COLUMNS = {m[1]: tuple(line.split()[0] for line in m[2].strip().splitlines() if not line.strip().startswith(("UNIQUE", "PRIMARY")))
@@ -511,8 +512,8 @@ class HistoryStore:
 
     def record_remedy(self, key: SetupKey, remedy: RemedyRecord, *, at: float) -> None:
         with self._tx() as db:
-            db.execute("INSERT INTO remedies (at, engine, version, model, tp, gpu_model, cause, change_id, what, cost)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO remedies (at, engine, version, model, tp, gpu_model, topology, cause, change_id, what,"
+                       " cost) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                        (at, *key.as_tuple(), remedy.cause, remedy.change_id, remedy.what, remedy.cost))
 
     def remedies(self, key: SetupKey, limit: int = 20) -> list[RemedyRecord]:
@@ -520,7 +521,8 @@ class HistoryStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT cause, change_id, what, cost, MAX(at) FROM remedies WHERE engine = ? AND version = ?"
-                " AND model = ? AND tp = ? AND gpu_model = ? GROUP BY change_id ORDER BY MAX(at) DESC LIMIT ?",
+                " AND model = ? AND tp = ? AND gpu_model = ? AND topology = ? GROUP BY change_id ORDER BY MAX(at) DESC"
+                " LIMIT ?",
                 (*key.as_tuple(), limit)).fetchall()
         return [RemedyRecord(*row[:4]) for row in rows]
 

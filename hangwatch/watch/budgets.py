@@ -22,7 +22,8 @@ from typing import Protocol
 
 from hangwatch.model import Eta, Phase
 
-__all__ = ["Book", "BudgetPolicy", "PastStart", "Position", "SetupKey", "budgets", "eta", "phase_durations", "position"]
+__all__ = ["Book", "BudgetPolicy", "PastStart", "Position", "SetupKey", "budgets", "eta", "phase_durations", "position",
+           "setup_key_of"]
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,19 @@ class SetupKey:
 
     def as_tuple(self) -> tuple[str, str, str, int, str, str]:
         return (self.engine, self.version, self.model, self.tp, self.gpu_model, self.topology)
+
+
+def _size(value: object) -> int:
+    """A parallel size flag: 1 when absent or not a number (the engines' default)."""
+    return int(value) if isinstance(value, str) and value.isdigit() else 1
+
+
+def setup_key_of(engine: str, version: str, flags: Mapping[str, str | bool], model_id: str, gpu: str | None) -> SetupKey:
+    """The one key of a setup, for the watcher's past starts and `run --remedy`'s learned changes alike:
+    `model_id` is what the server loads (sources.modelid), the topology every parallel size."""
+    tp = _size(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size"))
+    topology = " ".join(f"{name}{_size(flags.get(name))}" for name in ("pp", "dp", "nnodes"))
+    return SetupKey(engine, version, model_id, tp, gpu or "cpu", f"tp{tp} {topology}")
 
 
 @dataclass(frozen=True)

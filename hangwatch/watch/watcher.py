@@ -40,7 +40,16 @@ from hangwatch.model import (
 )
 from hangwatch.sources.modelid import model_identity
 from hangwatch.watch import progress
-from hangwatch.watch.budgets import Book, BudgetPolicy, PastStart, SetupKey, budgets, phase_durations, position
+from hangwatch.watch.budgets import (
+    Book,
+    BudgetPolicy,
+    PastStart,
+    SetupKey,
+    budgets,
+    phase_durations,
+    position,
+    setup_key_of,
+)
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
 from hangwatch.watch.decide import Decider
 from hangwatch.watch.episodes import Motion
@@ -463,11 +472,8 @@ class Watcher:
             flags = obs.server.flags
             gpu = obs.gpus[-1].gpus[0].name if obs.gpus and obs.gpus[-1].gpus else None
             model = flags.get("model-path") or flags.get("model") or "unknown"
-            tp = _size(flags.get("tp") or flags.get("tp-size") or flags.get("tensor-parallel-size"))
-            topology = " ".join(f"{name}{_size(flags.get(name))}" for name in ("pp", "dp", "nnodes"))
-            self._setup = SetupKey(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
-                                   model_identity(str(model), obs.server.launcher_pid), tp, gpu or "cpu",
-                                   f"tp{tp} {topology}")
+            self._setup = setup_key_of(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
+                                       flags, model_identity(str(model), obs.server.launcher_pid), gpu)
         return self._setup
 
     def _past_starts(self, obs: Observation) -> list[PastStart]:
@@ -631,11 +637,6 @@ def server_name(server: Any) -> str:
     host = getattr(server, "host", None) or "localhost"
     pid = getattr(server, "launcher_pid", None)
     return f"{engine} pid {pid} on {host}:{port}" if port else f"{engine} pid {pid}"
-
-
-def _size(value: object) -> int:
-    """A parallel size flag: 1 when absent or not a number (the engines' default)."""
-    return int(value) if isinstance(value, str) and value.isdigit() else 1
 
 
 def server_pid(name: str) -> int | None:
