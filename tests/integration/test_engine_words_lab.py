@@ -109,7 +109,8 @@ def test_vllm_kv_cache_that_cannot_hold_one_request(tmp_path: Path, marker: str)
     for verdict in (live, offline):
         assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
         assert verdict["cause"] == "kv_cache_alloc", json.dumps(verdict, indent=1)[:3000]
-        assert verdict["rule"] == "engine-site.kv_cache_alloc", json.dumps(verdict, indent=1)[:3000]
+        # the engine's site names it, or a hand signature of the same failure that reads more does
+        assert verdict["rule"] in ("engine-site.kv_cache_alloc", "first-failure-oom-in-kv-pool"), verdict["rule"]
         fact = _site_fact(verdict, "vllm/v1/core/kv_cache_utils.py:")
         assert "vLLM" in fact and "0.32.0" in fact and "→ kv_cache_alloc" in fact
 
