@@ -91,6 +91,7 @@ class Session:
                 self._emit(verdict)
             code = self._finished(verdict)
             if code is not None:
+                self._drain(self._echo_plain)
                 return self._final(verdict, code)
             self._sleep()
 
@@ -109,6 +110,7 @@ class Session:
                 live.update(render(self._observation, verdict))
                 code = self._finished(verdict)
                 if code is not None:
+                    self._drain(echo)
                     break
                 self._sleep()
         return self._final(verdict, code, printed=True)
@@ -124,6 +126,12 @@ class Session:
         for sink in self.sinks:
             sink(observation, verdict)
         return verdict, len(observation.transitions) != before
+
+    def _drain(self, echo: Callable[[str], None]) -> None:
+        """The server's output up to the verdict that ends the session: the tick read the log after
+        this step's copy, so the line that decided it (a ready line) may not have been copied yet."""
+        if self.pump is not None:
+            self.pump(echo)
 
     def _echo_plain(self, text: str) -> None:
         # `--json` keeps stdout for verdicts: the server's own output goes to stderr then
