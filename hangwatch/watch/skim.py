@@ -18,14 +18,13 @@ When the shapes do not repeat (every line unique), skimming would cost what pars
 
 from __future__ import annotations
 
-import bisect
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from hangwatch.classify.regexcheck import fold, required_literals
 from hangwatch.engines import engines
-from hangwatch.engines.base import COMMON_MARKERS
+from hangwatch.engines.base import COMMON_MARKERS, holding_needles
 
 __all__ = ["Skimmed", "phase_needles", "rule_needles", "skim", "needles_of"]
 
@@ -121,18 +120,7 @@ def skim(data: bytes, needles: frozenset[str], *, max_shape_bytes: int | None = 
 def _matching(unique: Sequence[bytes], needles: frozenset[str]) -> tuple[set[bytes], set[bytes]]:
     """(shapes holding some needle, shapes that start a traceback)."""
     texts = [fold(_ANSI.sub("", shape.decode("utf-8", "replace"))) for shape in unique]
-    joined = "\n".join(texts)  # a needle holds no newline: a match never spans two shapes
-    starts, offset = [], 0
-    for text in texts:
-        starts.append(offset)
-        offset += len(text) + 1
-    hit: set[int] = set()
-    for needle in needles:
-        pos = joined.find(needle)
-        while pos >= 0:
-            index = bisect.bisect_right(starts, pos) - 1
-            hit.add(index)
-            pos = joined.find(needle, starts[index + 1]) if index + 1 < len(starts) else -1
+    hit = holding_needles(texts, needles)
     traceback = {unique[i] for i in hit if _TRACEBACK in texts[i]}
     return {unique[i] for i in hit}, traceback
 
