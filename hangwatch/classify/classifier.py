@@ -284,7 +284,9 @@ def _not_enough_evidence(ctx: Context, rules: Sequence[Rule]) -> Verdict:
         state=State.UNKNOWN, cause="unknown", confidence=UNKNOWN_CONFIDENCE, title="Not enough evidence to say",
         message="The bundle holds no log, stacks, processes or GPU samples: nothing shows whether the start hung.",
         remedy="Add what is listed under Missing evidence (or run `hangwatch collect PID`), then diagnose again.",
-        missing=missing_for(ctx, rules), **_common(ctx),
+        # what such starts most often were, from the little the bundle says (engine, GPUs, nodes): a
+        # guess to check, at the priors' low confidence, never a verdict
+        candidates=with_priors((), ctx, "stalled"), missing=missing_for(ctx, rules), **_common(ctx),
     )  # fmt: skip
 
 
