@@ -168,8 +168,10 @@ def attach(
     from hangwatch.cli.remedy import attach_hint
     from hangwatch.sources.discover import discover
     from hangwatch.watch import Watcher
+    from hangwatch.watch.remedies import shipped_remedies
 
     options = _options(opts)
+    shipped_remedies()  # read at start, as the rules are: a tick never opens a data file (out of fds, say)
     store = _open_store(opts.history, opts.learn)
     config = _config(log, opts.interval, opts.native, learn=opts.learn)
     server = discover(pid)
@@ -201,11 +203,13 @@ def run(
     from hangwatch.cli.launch import default_log_path
     from hangwatch.cli.remedy import RemedyLoop, setup_key
     from hangwatch.cli.session import EXIT_RELAUNCH
+    from hangwatch.watch.remedies import shipped_remedies
 
     options = _options(opts)
     log_path = log or default_log_path()
     existed = log_path.exists() and log_path.stat().st_size > 0
     rule_set = _load_rules(opts.rules)
+    shipped_remedies()  # read at start, as the rules are: a tick never opens a data file
     report = None if no_preflight else preflight_before_launch(cmd, strict=preflight_strict, rules=opts.rules)
     store = _open_store(opts.history, opts.learn)
     loop = RemedyLoop(list(cmd), {}, max_relaunches, enabled=remedy, json_out=opts.json_out,
