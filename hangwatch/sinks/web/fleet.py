@@ -41,16 +41,21 @@ def node_name(url: str) -> str:
     return parts.netloc.rpartition("@")[2] or redact_string(url)  # never a user:password given in the URL
 
 
+def token_lines(path: Path) -> list[str]:
+    """The token file's lines, comments and blanks left out: a regular file, read bounded."""
+    try:
+        text = read_user_file(path, 1 << 20).decode("utf-8", "replace")
+    except OSError as exc:
+        raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    return [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
+
+
 def read_tokens(path: Path | None, urls: Sequence[str]) -> dict[str, str | None]:
     """URL -> token from a file holding one token for every node, or lines of `URL TOKEN`."""
     tokens: dict[str, str | None] = dict.fromkeys(urls)
     if path is None:
         return tokens
-    try:
-        text = read_user_file(path, 1 << 20).decode("utf-8", "replace")
-        lines = [line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#")]
-    except OSError as exc:
-        raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    lines = token_lines(path)
     if len(lines) == 1 and " " not in lines[0]:
         return dict.fromkeys(urls, lines[0])
     for line in lines:

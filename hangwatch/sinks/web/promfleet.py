@@ -25,7 +25,7 @@ from typing import Any
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
 from hangwatch.sinks.web import page_data
-from hangwatch.sinks.web.fleet import FleetError, apart, fetch_node
+from hangwatch.sinks.web.fleet import FleetError, apart, fetch_node, token_lines
 from hangwatch.sources.prometheus import PrometheusClient, Sample, selector_matchers
 
 __all__ = ["FleetNode", "PromFleet", "fleet_summary", "group_launches", "launch_apart", "nodes_from_samples",
@@ -287,10 +287,7 @@ def token_map(path: Path | None) -> dict[str, str]:
         tokens["*"] = env
     if path is None:
         return tokens
-    try:
-        lines = [line.strip() for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
-    except OSError as exc:
-        raise FleetError(f"cannot read the token file {path}: {exc.strerror or exc}") from None
+    lines = token_lines(path)  # the direct fleet's reader: a FIFO or /dev/zero given as the file cannot hang it
     if len(lines) == 1 and " " not in lines[0]:
         return {"*": lines[0]}
     for line in lines:

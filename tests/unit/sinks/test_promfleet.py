@@ -4,9 +4,12 @@ The queries themselves run against a real Prometheus in tests/integration/fleet.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from hangwatch.sinks.launchid import launch_of
+from hangwatch.sinks.web.fleet import FleetError
 from hangwatch.sinks.web.promfleet import (
     FleetNode,
     fleet_summary,
@@ -14,6 +17,7 @@ from hangwatch.sinks.web.promfleet import (
     launch_apart,
     nodes_from_samples,
     summary_text,
+    token_map,
 )
 from hangwatch.sources.prometheus import PrometheusClient, PrometheusError, Sample, selector_matchers
 
@@ -136,3 +140,10 @@ def test_an_agents_older_label_set_does_not_count_twice() -> None:
                 Sample({**a, "url": "http://n1:9464", "launch": "sglang:n0:5000/2", "node_rank": "1", "nnodes": "2"}, 1)],
         verdicts=[], since=[], blockers=[], up=[Sample(a, 0)])
     assert [(n.instance, n.launch, n.state) for n in nodes] == [("n1:9464", "sglang:n0:5000/2", "unreachable")]
+
+
+def test_a_token_file_that_is_a_fifo_is_refused_not_waited_on(tmp_path) -> None:
+    fifo = tmp_path / "tokens"
+    os.mkfifo(fifo)  # nobody writes it: a plain open would block for ever
+    with pytest.raises(FleetError, match="cannot read the token file"):
+        token_map(fifo)
