@@ -89,6 +89,15 @@ MAX_YAML_NODES = 100_000  # nodes after alias expansion: the shipped rules hold 
 MAX_YAML_DEPTH = 64  # a rule's `when` nests a handful of levels
 
 
+def read_table(path: Path, what: str) -> Any:
+    """A data table shipped beside the rules (known-bad releases, phase priors, raise sites), parsed
+    with positions; a file that cannot be read is a RuleError naming `what`."""
+    try:
+        return parse_yaml(path.read_text(encoding="utf-8"), str(path))
+    except OSError as exc:
+        raise RuleError(f"cannot read the {what}: {exc}", RuleLocation(str(path))) from exc
+
+
 def parse_yaml(text: str, path: str) -> Any:
     """The YAML document, bounded: aliases may not expand it past MAX_YAML_NODES, nor nest past MAX_YAML_DEPTH."""
     loader = RuleYamlLoader(text)

@@ -157,13 +157,10 @@ def prior_rows() -> tuple[PriorRow, ...]:
 
 
 def load_priors(path: Path | None = None) -> tuple[PriorRow, ...]:
-    from hangwatch.classify.loader import parse_yaml
+    from hangwatch.classify.loader import read_table
 
     path = path or TABLE_FILE
-    try:
-        doc = parse_yaml(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        raise RuleError(f"cannot read the phase-prior table: {exc}", RuleLocation(str(path))) from exc
+    doc = read_table(path, "phase-prior table")
     rows = doc.get("priors") if isinstance(doc, dict) else None
     if not isinstance(rows, list) or not rows:
         raise RuleError("a phase-prior table is a mapping with a non-empty `priors:` list", RuleLocation(str(path)))

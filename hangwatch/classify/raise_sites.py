@@ -84,13 +84,10 @@ class SiteFinding:
 
 
 def load_causes(path: Path | None = None) -> tuple[SiteCause, ...]:
-    from hangwatch.classify.loader import parse_yaml
+    from hangwatch.classify.loader import read_table
 
     path = path or TABLE_FILE
-    try:
-        doc = parse_yaml(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        raise RuleError(f"cannot read the raise-site table: {exc}", RuleLocation(str(path))) from exc
+    doc = read_table(path, "raise-site table")
     if not isinstance(doc, list):
         raise RuleError("the raise-site table is a list of {site, cause, source}", RuleLocation(str(path)))
     marks = getattr(doc, "marks", None)

@@ -43,13 +43,10 @@ class KnownBad:
 
 
 def load_tables(path: Path | None = None) -> dict[str, tuple[KnownBad, ...]]:
-    from hangwatch.classify.loader import parse_yaml
+    from hangwatch.classify.loader import read_table
 
     path = path or TABLE_FILE
-    try:
-        doc = parse_yaml(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        raise RuleError(f"cannot read the known-bad table: {exc}", RuleLocation(str(path))) from exc
+    doc = read_table(path, "known-bad table")
     if not isinstance(doc, dict):
         raise RuleError("a known-bad table is a mapping of package -> entries", RuleLocation(str(path)))
     tables = {}
