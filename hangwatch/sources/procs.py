@@ -10,6 +10,7 @@ that does not exist raises SourceUnavailable. psutil errors stop in this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import threading
@@ -169,15 +170,44 @@ def _shown_by_comm(record: ProcessRecord) -> bool:
 
 def _keyed(procs: list[psutil.Process]) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:
     for proc in procs:
-        yield (proc.pid, _field(proc.create_time)), proc
+        yield (proc.pid, start_time(proc.pid)), proc
 
 
 def _still_running(pid: int, create_time: float | None) -> bool:
     try:
-        proc = psutil.Process(pid)
-        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
+        return create_time is not None and start_time(pid) == create_time and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def start_time(pid: int) -> float | None:
+    """When `pid` started, in epoch seconds, the same value for the same process at every read.
+
+    psutil's create_time() adds the boot time /proc/stat shows *now* to the start in clock ticks;
+    where the clock is stepped (a VM resumed from a snapshot, NTP stepping) that boot time moves,
+    every process seems to start anew, and a sampler keyed by it reported every live rank as
+    exited (crashed dead_rank on a healthy start). The ticks never change; the boot time is read
+    once per hangwatch process."""
+    ticks = _start_ticks(pid)
+    return None if ticks is None else round(_boot_time() + ticks / _CLOCK_TICKS, 2)
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"{psutil.PROCFS_PATH}/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        # field 22, counted after the command name, which may itself hold spaces and ')'
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@functools.cache
+def _boot_time() -> float:
+    return float(psutil.boot_time())
 
 
 def _cpu_percent(previous: _Seen | None, cpu_time_s: float | None, now: float) -> float | None:
@@ -247,7 +277,7 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRe
             cpu_time_s=None if times is None else round(times.user + times.system, 2),
             num_threads=_field(proc.num_threads),
             io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root),
-            create_time=_field(proc.create_time),
+            create_time=start_time(proc.pid),
             wchan=read_wchan(proc.pid, proc_root=proc_root) if alive else (),
         )
 

@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 
+import psutil
 import pytest
 
 from hangwatch.errors import SourceUnavailable
@@ -108,6 +109,26 @@ def test_an_exited_process_stays_in_the_list(spawner: Spawner, tmp_path) -> None
     # THEN it is still listed, dead; its exit code went to its parent, so it is unknown
     assert records[kid].alive is False and records[kid].exit_code is None and records[kid].cpu_percent is None
     assert by_pid(sampler.sample(parent.pid))[kid].alive is False  # and it stays
+
+
+def test_a_stepped_clock_does_not_make_live_processes_exited(spawner: Spawner, tmp_path, monkeypatch) -> None:
+    """A simulation of a clock step: the boot time /proc/stat reports moves by a second between
+    two samples (it does when a VM is resumed or NTP steps the clock). psutil's create_time()
+    moves with it; the processes did not restart, so none may read as exited."""
+    import psutil._pslinux as pslinux
+
+    code = PARENT.format(codes=["import time; time.sleep(60)"] * 2, after="")
+    parent, kids = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    first = by_pid(sampler.sample(parent.pid))
+    real_boot_time = pslinux.boot_time
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real_boot_time() + 1.0)
+    assert psutil.Process(kids[0]).create_time() != first[kids[0]].create_time  # the step is seen by psutil
+    for _ in range(3):
+        records = sampler.sample(parent.pid)
+        assert sorted(r.pid for r in records) == sorted([parent.pid, *kids])  # no second, dead copy
+        assert all(r.alive for r in records)
+        assert {r.pid: r.create_time for r in records} == {pid: r.create_time for pid, r in first.items()}
 
 
 def test_exit_code_of_our_own_child_is_read_without_reaping_it(spawner: Spawner) -> None:
