@@ -490,7 +490,19 @@ def remedy_once(index: int, work: Path, timeout: float) -> dict:
             if isinstance(line, dict) and ("state" in line or "relaunch" in line):
                 lines.append({"arrived": time.time(), "line": line})
 
-    readers = [threading.Thread(target=read_out, daemon=True),
+    onsets: list[dict] = []  # each launch that hangs writes the file anew: the first is this run's onset
+
+    def watch_onset() -> None:
+        while proc.poll() is None:
+            try:
+                seen = json.loads(onset_file.read_text())
+            except (OSError, ValueError):
+                seen = None
+            if seen and seen not in onsets:
+                onsets.append(seen)
+            time.sleep(0.1)
+
+    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=watch_onset, daemon=True),
                threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)]  # type: ignore[arg-type]
     for reader in readers:
         reader.start()
@@ -504,7 +516,8 @@ def remedy_once(index: int, work: Path, timeout: float) -> dict:
     t_health = health_200(http, 30) if result["exit_code"] == 0 else None
     pids = server_pids(lines)
     try:
-        onset = json.loads(onset_file.read_text()) if onset_file.exists() else None
+        onset = onsets[0] if onsets else None
+        result["onsets"] = onsets
         t0 = onset["onset"] if onset else t_start
         stalled = next((x for x in lines if x["line"].get("state") == "stalled"), None)
         relaunch = next((x for x in lines if "relaunch" in x["line"]), None)
@@ -526,6 +539,7 @@ def remedy_once(index: int, work: Path, timeout: float) -> dict:
             "relaunch_to_health_s": round(t_health - relaunch["arrived"], 2) if t_health and relaunch else None,
             "relaunch": info,
             "relaunches": sum(1 for x in lines if "relaunch" in x["line"]),
+            "changes": [x["line"]["relaunch"].get("id") for x in lines if "relaunch" in x["line"]],
             "ready_remedy": ready["line"].get("remedy") if ready else None,
             "health_200": t_health is not None,
             "gpu_processes_ready": gpu_processes(),

@@ -67,7 +67,7 @@ SCENARIOS = ("healthy", "collective", "nccl-init", "dead-rank", "rendezvous-mism
 SINGLE_RANK = ("kv-slow",)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", choices=SCENARIOS)
     parser.add_argument("--log", default="/tmp/hangwatch-gpu-lab.log")
@@ -83,7 +83,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="capture no CUDA graph (SGLang's flag): graph-capture then starts")
     parser.add_argument("--http-port", type=int, help="serve the health endpoints here once every rank is ready")
     parser.add_argument("--http-host", default="127.0.0.1")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(key, value)
 
