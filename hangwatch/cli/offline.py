@@ -50,7 +50,7 @@ def _print_json(data: object) -> None:
 
 
 def diagnose(
-    path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see BUNDLE.md).")],
+    path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see docs/bundle-format.md).")],
     json_out: JsonOption = False,
     rules: RulesOption = None,
     builtin: BuiltinOption = True,

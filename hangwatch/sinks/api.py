@@ -149,7 +149,7 @@ class HealthModel(BaseModel):
 class StacksModel(BaseModel):
     server: str
     stacks: dict[str, list[dict[str, Any]]]  # rank label -> threads, each {"name", "frames": [...], ...}
-    # every rank's main-thread stack merged (root first), ranks marked per frame (CONTRACTS.md)
+    # every rank's main-thread stack merged (root first), ranks marked per frame (docs/live.md)
     tree: dict[str, Any] = {}
 
 

@@ -167,7 +167,7 @@ def record_gpus(nvml: Nvml | Any, n: int, interval: float) -> list[GpuSample]:
 
 
 def gpus_json(samples: Sequence[GpuSample]) -> dict[str, Any]:
-    """The gpus.json document of BUNDLE.md."""
+    """The gpus.json document of docs/bundle-format.md."""
     return {"samples": [{"t": s.t, "gpus": [_gpu_dict(gpu) for gpu in s.gpus]} for s in samples]}
 
 

@@ -1,4 +1,4 @@
-"""An `Observation` as `Evidence` (for the classifier) and as bundle files (BUNDLE.md).
+"""An `Observation` as `Evidence` (for the classifier) and as bundle files (docs/bundle-format.md).
 
 Both are views of the same snapshot, so a bundle written by `collect` or `GET /bundle` and read
 back by `diagnose` gives the classifier what the live loop gave it.
@@ -20,7 +20,7 @@ from hangwatch.watch.rings import TimedPhase
 
 __all__ = ["build_evidence", "bundle_files", "meta_dict", "phase_spans", "stacks_json", "timeline_json"]
 
-_LOG_TAIL_BYTES = 4 << 20  # BUNDLE.md: "its tail, up to a few MiB"
+_LOG_TAIL_BYTES = 4 << 20  # docs/bundle-format.md: "its tail, up to a few MiB"
 
 
 def build_evidence(obs: Observation) -> Evidence:
@@ -37,7 +37,7 @@ def meta_dict(obs: Observation) -> dict[str, Any]:
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(obs.wall)),
         "observed_for_s": round(obs.t, 1),
         "since_last_progress_s": round(obs.progress.since_last_progress_s, 1),
-        # extensions of BUNDLE.md's meta.json, read back by `diagnose`
+        # extensions of docs/bundle-format.md's meta.json, read back by `diagnose`
         "log_quiet_s": round(obs.progress.log_quiet_s, 1),
         "progress_signals": list(obs.progress.signals),
         "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in obs.missing],

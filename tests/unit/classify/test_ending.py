@@ -1,4 +1,4 @@
-"""How a start ended, from a bundle without a process view (INDEX.md `state`): a log whose last
+"""How a start ended, from a bundle without a process view (the dev corpus index, ../shared/corpus/dev/INDEX.md, `state`): a log whose last
 word is a fatal error is a crash; one rank's error followed by others' progress, a warning the
 writer carried past, or a slow cause cut by a timeout is not."""
 

@@ -1,4 +1,4 @@
-"""All ranks' stacks merged into one tree (CONTRACTS.md shape)."""
+"""All ranks' stacks merged into one tree (docs/live.md shape)."""
 
 from __future__ import annotations
 
