@@ -13,12 +13,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, overload
 
-import yaml
-
 from hangwatch.bundle.archive import read_user_file
 from hangwatch.classify.atoms import ARGS, ATOMS, PREFIXES, table_key
 from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
+from hangwatch.classify.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 from hangwatch.classify.rule import DEFAULT_CONFIDENCE, Rule
 from hangwatch.classify.template import check_template
 from hangwatch.classify.values import Site, clip_repr, parse_bool, parse_choice, parse_duration, parse_names
@@ -33,117 +32,14 @@ REQUIRED_KEYS = ("id", "cause", "title", "severity", "when", "remedy")
 _RULE_ID = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 
 
-# ---------------------------------------------------------------- YAML with positions
-
-
-class _Map(dict):  # type: ignore[type-arg]
-    """A mapping that remembers where each key and each value starts."""
-
-    start: yaml.Mark
-    key_marks: dict[Any, yaml.Mark]
-    value_marks: dict[Any, yaml.Mark]
-
-
-class _Seq(list):  # type: ignore[type-arg]
-    start: yaml.Mark
-    marks: list[yaml.Mark]
-
-
-class RuleYamlLoader(yaml.SafeLoader):
-    path = "?"
-
-    def at(self, mark: yaml.Mark) -> RuleLocation:
-        return _at(self.path, mark)
-
-
-def _at(path: str, mark: yaml.Mark) -> RuleLocation:
-    return RuleLocation(path, mark.line + 1, mark.column + 1)
-
-
-def _construct_map(loader: RuleYamlLoader, node: yaml.MappingNode) -> _Map:
-    loader.flatten_mapping(node)
-    data = _Map()
-    data.start, data.key_marks, data.value_marks = node.start_mark, {}, {}
-    for key_node, value_node in node.value:
-        key = loader.construct_object(key_node, deep=True)
-        if not isinstance(key, (str, int, float, bool)) and key is not None:
-            raise RuleError("a key must be a plain value", loader.at(key_node.start_mark))
-        if key in data:
-            raise RuleError(f"duplicate key '{key}'", loader.at(key_node.start_mark))
-        data[key] = loader.construct_object(value_node, deep=True)
-        data.key_marks[key], data.value_marks[key] = key_node.start_mark, value_node.start_mark
-    return data
-
-
-def _construct_seq(loader: RuleYamlLoader, node: yaml.SequenceNode) -> _Seq:
-    data = _Seq(loader.construct_object(child, deep=True) for child in node.value)
-    data.start, data.marks = node.start_mark, [child.start_mark for child in node.value]
-    return data
-
-
-RuleYamlLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
-RuleYamlLoader.add_constructor("tag:yaml.org,2002:seq", _construct_seq)
-
-
-MAX_YAML_NODES = 100_000  # nodes after alias expansion: the shipped rules hold ~20 000 together
-MAX_YAML_DEPTH = 64  # a rule's `when` nests a handful of levels
-
-
-def read_table(path: Path, what: str) -> Any:
-    """A data table shipped beside the rules (known-bad releases, phase priors, raise sites), parsed
-    with positions; a file that cannot be read is a RuleError naming `what`."""
-    try:
-        return parse_yaml(path.read_text(encoding="utf-8"), str(path))
-    except OSError as exc:
-        raise RuleError(f"cannot read the {what}: {exc}", RuleLocation(str(path))) from exc
-
-
-def parse_yaml(text: str, path: str) -> Any:
-    """The YAML document, bounded: aliases may not expand it past MAX_YAML_NODES, nor nest past MAX_YAML_DEPTH."""
-    loader = RuleYamlLoader(text)
-    loader.path = path
-    try:
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        _check_size(node, loader)
-        return loader.construct_document(node)
-    except RecursionError:
-        raise RuleError(f"YAML: nested more than {MAX_YAML_DEPTH} levels deep", RuleLocation(path)) from None
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = _at(path, mark) if mark else RuleLocation(path)
-        raise RuleError(f"YAML: {exc.problem or exc.context}", where) from exc
-    except yaml.YAMLError as exc:
-        raise RuleError(f"YAML: {exc}", RuleLocation(path)) from exc
-    finally:
-        loader.dispose()
-
-
-def _check_size(root: yaml.Node, loader: RuleYamlLoader) -> None:
-    """Walk the node graph as construction would expand it, aliases counted each time they are used."""
-    stack, count = [(root, 0)], 0
-    while stack:
-        node, depth = stack.pop()
-        count += 1
-        if count > MAX_YAML_NODES:
-            raise RuleError(f"YAML: expands to more than {MAX_YAML_NODES} nodes (aliases that multiply?)", loader.at(node.start_mark))
-        if depth > MAX_YAML_DEPTH:
-            raise RuleError(f"YAML: nested more than {MAX_YAML_DEPTH} levels deep", loader.at(node.start_mark))
-        if isinstance(node, yaml.SequenceNode):
-            stack.extend((child, depth + 1) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            stack.extend((part, depth + 1) for pair in node.value for part in pair)
-
-
 def site_of(raw: Any, loc: RuleLocation, name: str = "") -> Site:
     """The `Site` of a value: where it is and, for a mapping or list, where each part is."""
     path = loc.path
-    if isinstance(raw, _Map):
-        keys = {k: _at(path, m) for k, m in raw.key_marks.items()}
-        return Site(loc, keys, {k: _at(path, m) for k, m in raw.value_marks.items()}, name)
-    if isinstance(raw, _Seq):
-        return Site(loc, values={i: _at(path, m) for i, m in enumerate(raw.marks)}, name=name)
+    if isinstance(raw, PositionedMap):
+        keys = {k: location(path, m) for k, m in raw.key_marks.items()}
+        return Site(loc, keys, {k: location(path, m) for k, m in raw.value_marks.items()}, name)
+    if isinstance(raw, PositionedList):
+        return Site(loc, values={i: location(path, m) for i, m in enumerate(raw.marks)}, name=name)
     return Site(loc, name=name)
 
 
@@ -245,7 +141,7 @@ FIELDS: dict[str, Callable[[Any, Site], Any]] = {
 }
 
 
-def _fields(raw: _Map, site: Site, errors: list[RuleError]) -> dict[str, Any]:
+def _fields(raw: PositionedMap, site: Site, errors: list[RuleError]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key not in RULE_KEYS:
@@ -264,7 +160,7 @@ def _fields(raw: _Map, site: Site, errors: list[RuleError]) -> dict[str, Any]:
 
 def compile_rule(raw: Any, loc: RuleLocation, errors: list[RuleError]) -> Rule | None:
     """One rule mapping → a `Rule`; every problem found is appended to `errors`."""
-    if not isinstance(raw, _Map):
+    if not isinstance(raw, PositionedMap):
         errors.append(RuleError("a rule is a mapping with id, cause, title, severity, when, remedy", loc))
         return None
     before = len(errors)
@@ -289,22 +185,22 @@ def compile_document(data: Any, path: str) -> tuple[list[Rule], list[RuleError]]
     """A parsed rule file → its rules and every error in it."""
     if data is None:
         return [], []
-    if not isinstance(data, _Map) or not {"rules", "preflight"} & set(data):
+    if not isinstance(data, PositionedMap) or not {"rules", "preflight"} & set(data):
         return [], [RuleError("a rule file is a mapping with a list under 'rules:'", _start(data, RuleLocation(path)))]
     # `preflight:` holds checks run before a launch (classify/preflight.py loads them)
-    errors = [RuleError(f"unknown key '{key}' (a rule file holds 'rules:' and 'preflight:')", _at(path, data.key_marks[key]))
+    errors = [RuleError(f"unknown key '{key}' (a rule file holds 'rules:' and 'preflight:')", location(path, data.key_marks[key]))
               for key in data if key not in ("rules", "preflight")]  # fmt: skip
     items = data.get("rules")
     if items is None:
         return [], errors
-    if not isinstance(items, _Seq):
-        return [], [*errors, RuleError("'rules' needs a list of rules", _at(path, data.value_marks["rules"]))]
-    rules = [compile_rule(item, _at(path, mark), errors) for item, mark in zip(items, items.marks, strict=True)]
+    if not isinstance(items, PositionedList):
+        return [], [*errors, RuleError("'rules' needs a list of rules", location(path, data.value_marks["rules"]))]
+    rules = [compile_rule(item, location(path, mark), errors) for item, mark in zip(items, items.marks, strict=True)]
     return [rule for rule in rules if rule is not None], errors
 
 
 def _start(data: Any, where: RuleLocation) -> RuleLocation:
-    return _at(where.path, data.start) if isinstance(data, (_Map, _Seq)) else where
+    return location(where.path, data.start) if isinstance(data, (PositionedMap, PositionedList)) else where
 
 
 _MAX_RULE_FILE = 4 << 20  # the shipped rules are ~300 KiB together

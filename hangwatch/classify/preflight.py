@@ -19,15 +19,8 @@ from typing import Any, Literal, overload
 
 from hangwatch.classify.causes import SEVERITIES
 from hangwatch.classify.context import Context
-from hangwatch.classify.loader import (
-    RULES_DIR,
-    _at,
-    _Map,
-    _Seq,
-    compile_rule,
-    parse_yaml,
-    rule_files,
-)
+from hangwatch.classify.loader import RULES_DIR, compile_rule, rule_files
+from hangwatch.classify.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 from hangwatch.classify.rule import Rule
 from hangwatch.classify.template import render
 from hangwatch.errors import RuleError, RuleLocation
@@ -70,19 +63,19 @@ class Report:
 
 def compile_checks(data: Any, path: str) -> tuple[list[Rule], list[RuleError]]:
     """The checks under `preflight:` of one parsed rule file, and every error in them."""
-    if not isinstance(data, _Map) or "preflight" not in data:
+    if not isinstance(data, PositionedMap) or "preflight" not in data:
         return [], []
     items, errors = data["preflight"], []
     if items is None:
         return [], []
-    if not isinstance(items, _Seq):
-        return [], [RuleError("'preflight' needs a list of checks", _at(path, data.value_marks["preflight"]))]
+    if not isinstance(items, PositionedList):
+        return [], [RuleError("'preflight' needs a list of checks", location(path, data.value_marks["preflight"]))]
     checks = []
     for item, mark in zip(items, items.marks, strict=True):
-        where = _at(path, mark)
+        where = location(path, mark)
         for key in _LIVE_ONLY:
-            if isinstance(item, _Map) and key in item:
-                errors.append(RuleError(f"'{key}' has no meaning in a preflight check", _at(path, item.key_marks[key])))
+            if isinstance(item, PositionedMap) and key in item:
+                errors.append(RuleError(f"'{key}' has no meaning in a preflight check", location(path, item.key_marks[key])))
         rule = compile_rule(item, where, errors)
         if rule is not None:
             checks.append(rule)

@@ -157,7 +157,7 @@ def prior_rows() -> tuple[PriorRow, ...]:
 
 
 def load_priors(path: Path | None = None) -> tuple[PriorRow, ...]:
-    from hangwatch.classify.loader import read_table
+    from hangwatch.classify.positioned_yaml import read_table
 
     path = path or TABLE_FILE
     doc = read_table(path, "phase-prior table")

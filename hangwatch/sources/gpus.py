@@ -54,7 +54,7 @@ class Nvml:
     def shutdown(self) -> None:
         with self._lock:
             if self._handles is not None:
-                self._call(self.lib.nvmlShutdown)
+                self.field(self.lib.nvmlShutdown)
                 self._handles = None
 
     def _init(self) -> list[Any]:
@@ -63,14 +63,14 @@ class Nvml:
             count = self.lib.nvmlDeviceGetCount()
         except self.lib.NVMLError as exc:
             raise SourceUnavailable("gpus", f"NVML not available: {exc}", _HINT) from exc
-        return [self._call(self.lib.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
+        return [self.field(self.lib.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
 
     def _gpu(self, index: int, handle: Any) -> GpuInfo:
-        memory, error = self._try(self.lib.nvmlDeviceGetMemoryInfo, handle) if handle is not None else (None, None)
+        memory, error = self.try_field(self.lib.nvmlDeviceGetMemoryInfo, handle) if handle is not None else (None, None)
         if handle is None or error == getattr(self.lib, "NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST):
             return GpuInfo(index=index, name=LOST_NAME)  # fell off the bus (Xid 79): every call fails
         static = self._static_fields(index, handle)
-        util = self._call(self.lib.nvmlDeviceGetUtilizationRates, handle)
+        util = self.field(self.lib.nvmlDeviceGetUtilizationRates, handle)
         return GpuInfo(
             index=index,
             name=static["name"],
@@ -86,10 +86,10 @@ class Nvml:
         cached = self._static.get(index)
         if cached is not None:
             return cached
-        capability = self._call(self.lib.nvmlDeviceGetCudaComputeCapability, handle)
+        capability = self.field(self.lib.nvmlDeviceGetCudaComputeCapability, handle)
         fields = {
-            "name": _text(self._call(self.lib.nvmlDeviceGetName, handle)),
-            "uuid": _text(self._call(self.lib.nvmlDeviceGetUUID, handle)),
+            "name": _text(self.field(self.lib.nvmlDeviceGetName, handle)),
+            "uuid": _text(self.field(self.lib.nvmlDeviceGetUUID, handle)),
             "compute_capability": None if capability is None else f"{capability[0]}.{capability[1]}",
         }
         if None not in fields.values():  # cache only a full answer; retry a refused field next tick
@@ -97,13 +97,14 @@ class Nvml:
         return fields
 
     def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
-        procs = self._call(self.lib.nvmlDeviceGetComputeRunningProcesses, handle) or []
+        procs = self.field(self.lib.nvmlDeviceGetComputeRunningProcesses, handle) or []
         return tuple(GpuProcess(pid=int(p.pid), used_mib=_mib(getattr(p, "usedGpuMemory", None))) for p in procs)
 
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self._try(fn, *args)[0]
+    def field(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One NVML query's value, None when NVML refuses it (gputopo asks for links and P2P too)."""
+        return self.try_field(fn, *args)[0]
 
-    def _try(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, int | None]:
+    def try_field(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, int | None]:
         """(value, None), or (None, NVML error code) when NVML refuses this one field."""
         try:
             return fn(*args), None
