@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, Literal, overload
 
-from hangwatch.bundle.archive import read_user_file
 from hangwatch.classify.atoms import ARGS, ATOMS, PREFIXES, table_key
 from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
@@ -24,6 +23,7 @@ from hangwatch.classify.values import Site, clip_repr, parse_bool, parse_choice,
 from hangwatch.engines import engine_names
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
+from hangwatch.userfile import read_user_file
 
 RULES_DIR = Path(__file__).resolve().parent.parent / "rules"
 RULE_KEYS = ("id", "cause", "title", "severity", "engines", "confidence", "state", "for", "immediate",

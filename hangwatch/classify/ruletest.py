@@ -41,12 +41,6 @@ def _bundles(folder: Path) -> list[Path]:
     return sorted(p for p in folder.iterdir() if p.is_dir() or p.name.endswith((".tar.gz", ".tgz")))
 
 
-def _default_reader() -> Reader:
-    from hangwatch.bundle import read_bundle  # I/O lives outside the classifier
-
-    return read_bundle
-
-
 def _check(rule: Rule, kind: str, bundle: Path, read: Reader) -> RuleTestResult:
     try:
         evidence = read(bundle)
@@ -78,8 +72,9 @@ def _orphans(rules: Sequence[Rule], tests_dir: Path) -> list[RuleTestResult]:
     return [RuleTestResult(p.name, "orphan", detail=f"{p}: no loaded rule has this id") for p in orphans]
 
 
-def run_rule_tests(rules: Sequence[Rule], tests_dir: Path, read: Reader | None = None) -> list[RuleTestResult]:
-    """Every rule's fires/quiet bundles, rules without tests, and test folders without a rule."""
-    read = read or _default_reader()
+def run_rule_tests(rules: Sequence[Rule], tests_dir: Path, read: Reader) -> list[RuleTestResult]:
+    """Every rule's fires/quiet bundles, rules without tests, and test folders without a rule; `read`
+    turns one bundle path into `Evidence` (the CLI passes `hangwatch.bundle.read_bundle`: the
+    classifier reads no bundles of its own)."""
     results = [result for rule in rules for result in check_rule(rule, Path(tests_dir), read)]
     return results + _orphans(rules, Path(tests_dir))

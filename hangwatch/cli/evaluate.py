@@ -92,7 +92,7 @@ def evidence_tier(evidence: Evidence) -> str:
 
 
 def _expected(case: Path) -> dict[str, Any]:
-    from hangwatch.bundle.archive import read_user_file
+    from hangwatch.userfile import read_user_file
 
     try:
         data = json.loads(read_user_file(case / "expected.json", 1 << 20).decode("utf-8"))

@@ -101,8 +101,8 @@ def _with_gpus(snap: HostSnapshot, recording: Path | None) -> HostSnapshot:
 
 
 def _recording(path: Path) -> Any:
-    from hangwatch.bundle.archive import read_user_file
     from hangwatch.sources.gputopo import RecordedTopology
+    from hangwatch.userfile import read_user_file
 
     try:
         return RecordedTopology(json.loads(read_user_file(path, _MAX_RECORDING).decode("utf-8")))

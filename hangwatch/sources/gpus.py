@@ -4,7 +4,7 @@
     Nvml(lib)                                   nvmlInit once, keeps the handles; lib is pynvml or a
                                                 RecordedNvml
     RecordedNvml(gpus_json)                     a simulation replaying a recorded gpus.json (CI has no GPU)
-    record_gpus(nvml, n, interval) / gpus_json(samples)   record samples on a GPU machine
+    record_gpus(nvml, n, interval)              record samples on a GPU machine (bundle.write.gpus_json writes them)
 
 A field NVML refuses (NVMLError) is None; a lost GPU is a GpuInfo named "(GPU is lost)"; no
 library or driver raises SourceUnavailable("gpus", ...).
@@ -17,14 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from types import SimpleNamespace
 from typing import Any
 
 from hangwatch.errors import SourceUnavailable, run_entry_point
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 
-__all__ = ["LOST_NAME", "Nvml", "RecordedNvml", "gpus_json", "read_gpus", "record_gpus"]
+__all__ = ["LOST_NAME", "Nvml", "RecordedNvml", "read_gpus", "record_gpus"]
 
 LOST_NAME = "(GPU is lost)"
 _MIB = 2**20
@@ -167,15 +166,6 @@ def record_gpus(nvml: Nvml | Any, n: int, interval: float) -> list[GpuSample]:
     return samples
 
 
-def gpus_json(samples: Sequence[GpuSample]) -> dict[str, Any]:
-    """The gpus.json document of docs/bundle-format.md."""
-    return {"samples": [{"t": s.t, "gpus": [_gpu_dict(gpu) for gpu in s.gpus]} for s in samples]}
-
-
-def _gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
-    return {**asdict(gpu), "processes": [asdict(p) for p in gpu.processes]}  # lists, as JSON reads back
-
-
 class _ProcessInfo(SimpleNamespace):
     pid: int
     usedGpuMemory: int | None
@@ -265,6 +255,8 @@ def _bytes(mib: float | None) -> int | None:
 def main(argv: Sequence[str] = sys.argv[1:]) -> None:
     """`python -m hangwatch.sources.gpus N INTERVAL > gpus.json`: record on a GPU machine."""
     n, interval = (int(argv[0]), float(argv[1])) if len(argv) == 2 else (5, 1.0)
+    from hangwatch.bundle.write import gpus_json  # the one gpus.json writer
+
     json.dump(gpus_json(record_gpus(Nvml(), n, interval)), sys.stdout, indent=1)
     sys.stdout.write("\n")
 

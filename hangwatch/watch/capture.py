@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hangwatch._version import __version__
+from hangwatch.bundle.write import gpus_json
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ProcessStack, ThreadStack
-from hangwatch.sources.gpus import gpus_json
 from hangwatch.watch.observation import Observation, PhaseSpan, StackSnapshot
 from hangwatch.watch.rings import TimedPhase
 
@@ -59,7 +59,7 @@ def bundle_files(obs: Observation) -> dict[str, bytes]:
         "cmdline.txt": ((server.cmdline or "") + "\n").encode(),
         "env.txt": "".join(f"{k}={v}\n" for k, v in sorted(server.env.items())).encode(),
         "procs.json": _json([_proc_dict(p) for p in obs.procs]),
-        "gpus.json": _json(gpus_json(obs.gpus)),  # the one gpus.json writer (sources/gpus.py)
+        "gpus.json": _json(gpus_json(obs.gpus)),  # the one gpus.json writer (bundle/write.py)
         "timeline.json": _json(_timeline_file(obs)),
         "stacktree.json": _json(obs.stack_tree),
     }

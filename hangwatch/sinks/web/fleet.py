@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hangwatch.bundle.archive import read_user_file
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
 from hangwatch.redact import redact_string, terminal_text
 from hangwatch.sinks.web import page_data
+from hangwatch.userfile import read_user_file
 
 __all__ = ["Fleet", "FleetError", "apart", "create_fleet_app", "node_name", "read_tokens", "summary_lines"]
 
