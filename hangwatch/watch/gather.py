@@ -77,7 +77,7 @@ class StackTarget:
 
 
 def stack_targets(procs: Iterable[ProcessRecord], limit: int) -> list[StackTarget]:
-    """The alive Python processes of the server, labelled by rank, else by pid (BUNDLE.md)."""
+    """The alive Python processes of the server, labelled by rank, else by pid (docs/bundle-format.md)."""
     alive = [p for p in procs if p.alive and p.role != "compiler"]
     known = [p for p in alive if p.role in server_roles()]  # the engines' own processes, not compilers
     chosen = known or [p for p in alive if "python" in p.cmdline.split(" ", 1)[0]]

@@ -1,6 +1,6 @@
 """Progress detection: pure functions over two consecutive snapshots of a watched server.
 
-"Stall versus slow" (DESIGN.md): a phase may be silent for minutes and still be healthy, so the
+"Stall versus slow" (docs/live.md): a phase may be silent for minutes and still be healthy, so the
 watch loop decides from what moved, not from one timer. A `Snapshot` is the few numbers that can
 move; `progress_signals(prev, cur)` names the ones that did. No I/O and no clock here: the watch
 loop builds snapshots and passes times in.

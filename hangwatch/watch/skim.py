@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hangwatch.classify.regexcheck import fold, required_literals
+from hangwatch.classify.language.regexcheck import fold, required_literals
 from hangwatch.engines import engines
 from hangwatch.engines.base import COMMON_MARKERS, holding_needles
 

@@ -24,8 +24,8 @@ from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from hangwatch.classify.memo import ScanMemo
-from hangwatch.classify.stacktree import merge_stacks
+from hangwatch.classify.verdict.memo import ScanMemo
+from hangwatch.classify.verdict.stacktree import merge_stacks
 from hangwatch.engines import rank_roles
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
