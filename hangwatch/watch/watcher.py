@@ -201,7 +201,8 @@ class Watcher:
         self._track_progress(t)
         # Motion ends the look early: the comparison it waits for could only say "nothing moved"
         # by waiting its whole length, and something already has (progress.first_look_moved).
-        while (left := self.config.first_look_s - (self._clock() - self.started - t)) > 0:
+        end = time.monotonic() + self.config.first_look_s - (self._clock() - self.started - t)
+        while (left := end - time.monotonic()) > 0:
             time.sleep(min(left, progress.FIRST_LOOK_POLL_S))
             if left > progress.FIRST_LOOK_POLL_S and self._moved_in_look():
                 break
