@@ -211,7 +211,7 @@ class Watcher:
         """The log (its news), the known processes and GPU memory read again: moved since the baseline?"""
         t = self._clock() - self.started
         self._read_log(t)
-        self._read_procs(rescan=False)
+        self._read_procs()  # its threads' reads too (a rank loading weights): a rescan reads them
         self._read_gpus(t)
         return progress.first_look_moved(self._snapshot, self._snapshot_at(t), self.config.thresholds)
 
