@@ -31,6 +31,7 @@ every THREADS_EVERY_S on a ready server's steady ticks).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -111,7 +112,7 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
         # host's noise alone makes of a ratio, to read the watched/alone one against
         null = [windows[k + 1][1] / windows[k][1] for k in range(len(windows) - 1)
                 if windows[k][0] == windows[k + 1][0] == "alone"]
-        state = lines[-1].decode().split('"state": "', 1)[-1].split('"', 1)[0] if lines else "none"
+        state = _verdict(lines[-1]) if lines else "none"
         return {"ratios": ratios, "cpu_ratios": cpu_ratios, "null": null, "cpu": cpu_watched / wall_watched,
                 "state": state, "loads": loads}
     finally:
@@ -121,6 +122,17 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
             watch.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(watch.pid, signal.SIGKILL)
+
+
+def _verdict(line: bytes) -> str:
+    """`ready`, or the state with its cause and title (what the watched server was said to be)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return "unreadable"
+    verdict = doc.get("verdict", doc) if isinstance(doc, dict) else {}
+    state = str(verdict.get("state"))
+    return state if state == "ready" else f"{state} ({verdict.get('cause')}: {verdict.get('title')})"
 
 
 def _spread(values: list[float]) -> str:
