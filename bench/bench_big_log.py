@@ -101,16 +101,18 @@ def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli
             rules = load_rules()
             small = tmp / "start-only.log"
             small.write_bytes(start)
-            inproc, look, reference = [], [], []
+            inproc, look, reference, cpu = [], [], [], []
             for _ in range(repeat):
                 for path, times in ((big, inproc), (small, reference)):
                     with Serving(path) if serving else contextlib.nullcontext():
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(path)))
                         looked = _timed(watcher, "_first_look")
                         _, verdict = watcher.tick()
                         times.append(time.perf_counter() - t0)
+                        spent = time.process_time() - c0
                     if path == big:
+                        cpu.append(spent)
                         look.append(looked[0])
                         phases = sorted({p.event.phase.value for p in watcher.log.phases})
                         seen = watcher.sources.log_bytes_seen
@@ -122,7 +124,8 @@ def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli
                     else "the server quiet (nothing moves: the first look waits its whole 1 s, as `nothing moved` needs)")
             print(f"1. first verdict on a {gib} GiB log, {what}: {from_start}"
                   f"in process {_spread(inproc)} s (discover + first tick; of it the first look, its log read, seeks "
-                  f"and skims included, {_spread(look)} s), the same on the {len(start) / 1024:.0f} KiB start alone "
+                  f"and skims included, {_spread(look)} s; this process's CPU for it {_spread(cpu)} s: what no load "
+                  f"lengthens), the same on the {len(start) / 1024:.0f} KiB start alone "
                   f"{_spread(reference)} s; {state}, phases {', '.join(phases)}; {seen / 2**20:.1f} MiB read; "
                   f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
