@@ -227,6 +227,7 @@ def plot(rows: list[dict[str, float]], starts: list[int], path: Path, title: str
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
+    plt.close(fig)  # drawn at every sample: a figure kept open is memory this process's RSS curve would show
 
 
 def _title(args: argparse.Namespace, starts: int, log: Log) -> str:
