@@ -44,6 +44,10 @@ _STATE_LETTERS = {
 _FIELD_ERRORS = (psutil.Error, OSError, ValueError)
 _PROCFS_LOCK = threading.Lock()
 _MAX_DEAD = 32  # exited processes a sampler keeps reporting (a dead scheduler must stay visible)
+# A sample without a rescan (a ready server's steady ticks: watch/ladder.py) reads each process's
+# per-thread files (task/*/wchan, task/*/io: two opens per thread, and a serving rank has a hundred
+# threads or more: most of a sample's cost on a real server) only this often, keeping the last in between.
+THREADS_EVERY_S = 10.0
 
 
 def process_role(cmdline: str) -> tuple[str, str | None]:
@@ -66,6 +70,7 @@ class _Seen:
     record: ProcessRecord
     cpu_time_s: float | None
     at: float  # time.monotonic() of the sample
+    threads_at: float = 0.0  # time.monotonic() its threads' files (wchan, io) were last read
 
 
 class ProcessSampler:
@@ -102,24 +107,27 @@ class ProcessSampler:
                 self._tree_of = {(root_pid, tuple(peers)): (procs, peer_procs)}
             from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
-            current = {key: self._record(proc, now, proc.pid in from_peers) for key, proc in _keyed(procs + peer_procs)}
+            current = {key: self._record(proc, key, now, proc.pid in from_peers, rescan) for key, proc in _keyed(procs + peer_procs)}
             self._demote_forks(current)
             self._remember_dead(set(current))
             self._forks &= set(current) | set(self._dead)
         self._seen = current
         return [seen.record for seen in current.values()] + list(self._dead.values())
 
-    def _record(self, proc: psutil.Process, now: float, peer: bool) -> _Seen:
-        record = read_process(proc, proc_root=self.proc_root)
+    def _record(self, proc: psutil.Process, key: tuple[int, float | None], now: float, peer: bool, rescan: bool = True) -> _Seen:
+        previous = self._seen.get(key)
+        threads = rescan or previous is None or now - previous.threads_at >= THREADS_EVERY_S
+        record = read_process(proc, proc_root=self.proc_root, threads=threads)
         if peer:
             record = replace(record, peer=True)
-        previous = self._seen.get((record.pid, record.create_time))
         if previous is not None:
             record = keep_title(previous.record, record)
+            if not threads and record.alive:
+                record = replace(record, wchan=previous.record.wchan, io_read_bytes=previous.record.io_read_bytes)
         percent = _cpu_percent(previous, record.cpu_time_s, now)
         if percent is not None:
             record = replace(record, cpu_percent=percent)
-        return _Seen(record, record.cpu_time_s, now)
+        return _Seen(record, record.cpu_time_s, now, now if threads else previous.threads_at if previous else now)
 
     def _demote_forks(self, current: dict[tuple[int, float | None], _Seen]) -> None:
         """A rank's short-lived children are not ranks. A process forked without exec (a helper, a
@@ -255,8 +263,9 @@ def _descendants(pids: Sequence[int]) -> list[psutil.Process]:
     return found
 
 
-def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRecord:
-    """One process record; each field that cannot be read is None."""
+def read_process(proc: psutil.Process, *, proc_root: str = "/proc", threads: bool = True) -> ProcessRecord:
+    """One process record; each field that cannot be read is None. `threads=False`: without the
+    per-thread files (wchan, io): the caller keeps its last ones (ProcessSampler, THREADS_EVERY_S)."""
     with proc.oneshot():
         cmdline = _cmdline(proc)
         role, rank = process_role(cmdline)
@@ -276,9 +285,9 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRe
             exit_code=None if alive else _exit_code(proc.pid, state, proc_root),
             cpu_time_s=None if times is None else round(times.user + times.system, 2),
             num_threads=_field(proc.num_threads),
-            io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root),
+            io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root) if threads else None,
             create_time=start_time(proc.pid),
-            wchan=read_wchan(proc.pid, proc_root=proc_root) if alive else (),
+            wchan=read_wchan(proc.pid, proc_root=proc_root) if alive and threads else (),
         )
 
 

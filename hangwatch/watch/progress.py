@@ -19,6 +19,8 @@ __all__ = [
     "StackMark",
     "Thresholds",
     "progress_signals",
+    "first_look_moved",
+    "FIRST_LOOK_POLL_S",
     "compiler_cpu",
     "proc_samples",
     "motion_signature",
@@ -88,6 +90,19 @@ def progress_signals(prev: Snapshot | None, cur: Snapshot, limits: Thresholds = 
     signals.extend(_proc_signals(prev.procs, cur.procs, limits))
     signals.extend(_stack_signals(prev.stacks, cur.stacks, limits.cpu_s))
     return tuple(signals)
+
+
+# How often the first look reads the cheap sources again (the log, the known processes' counters,
+# GPU memory) to end early on motion; a stack round is too dear for that and is not taken again.
+FIRST_LOOK_POLL_S = 0.1
+
+
+def first_look_moved(baseline: Snapshot | None, now: Snapshot, limits: Thresholds = Thresholds()) -> bool:
+    """Something moved since the first look's baseline: the look may end now. Its verdict is the
+    one a full look would give, since every signal but a changed RSS or GPU memory only grows
+    (CPU time, reads, log news) and stays past its threshold at the look's end; a look that sees
+    nothing move waits its whole length, as "nothing moved" needs."""
+    return bool(progress_signals(baseline, now, limits))
 
 
 def since_last_progress(last_progress_t: float | None, started_t: float, now: float) -> float:

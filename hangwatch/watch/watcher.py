@@ -188,19 +188,32 @@ class Watcher:
     def _first_look(self) -> None:
         """The baseline reading (see WatchConfig.first_look_s): nothing in it counts as progress."""
         t = self._clock() - self.started
-        self._read_log(t)
+        # the stack round first: its py-spy runs (another process) while this one reads the log
         self._read_procs()
-        self._read_gpus(t)
         self._schedule_stacks(t)
+        self._read_log(t)
+        self._read_gpus(t)
         deadline = time.monotonic() + self.config.stack_timeout_s
         while self._dumping is not None and not self._dumping.done() and time.monotonic() < deadline:
             wait([self._dumping], timeout=0.25)
             self._read_procs()  # a process that dies meanwhile is known by what it was (its title, rank)
         self._collect_stacks(t)
         self._track_progress(t)
-        left = self.config.first_look_s - (self._clock() - self.started - t)
-        if left > 0:
-            time.sleep(left)
+        # Motion ends the look early: the comparison it waits for could only say "nothing moved"
+        # by waiting its whole length, and something already has (progress.first_look_moved).
+        end = time.monotonic() + self.config.first_look_s - (self._clock() - self.started - t)
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, progress.FIRST_LOOK_POLL_S))
+            if left > progress.FIRST_LOOK_POLL_S and self._moved_in_look():
+                break
+
+    def _moved_in_look(self) -> bool:
+        """The log (its news), the known processes and GPU memory read again: moved since the baseline?"""
+        t = self._clock() - self.started
+        self._read_log(t)
+        self._read_procs()  # its threads' reads too (a rank loading weights): a rescan reads them
+        self._read_gpus(t)
+        return progress.first_look_moved(self._snapshot, self._snapshot_at(t), self.config.thresholds)
 
     def _tick(self, now: float) -> tuple[Observation, Verdict]:
         t = now - self.started
@@ -361,16 +374,7 @@ class Watcher:
     # ---------------------------------------------------------------- progress and verdict
 
     def _track_progress(self, t: float) -> None:
-        latest_gpu = self.gpus.latest()
-        snapshot = progress.Snapshot(
-            t=t,
-            log_bytes=self.sources.log_bytes_seen,
-            log_news=self._news.total,
-            gpu_used_mib={g.index: g.memory_used_mib for g in latest_gpu.gpus if g.memory_used_mib is not None} if latest_gpu else {},
-            procs=progress.proc_samples(self._procs),
-            compilers=progress.compiler_cpu(self._procs),
-            stacks=dict(self._stack_marks),
-        )
+        snapshot = self._snapshot_at(t)
         signals = progress.progress_signals(self._snapshot, snapshot, self.config.thresholds)
         self._motion.extend(_motion(self._snapshot, signals))
         self._compared = self._compared or self._snapshot is not None
@@ -380,6 +384,18 @@ class Watcher:
             self._signals.update(dict.fromkeys(signals, t))
         horizon = t - self.config.recent_signals_s
         self._signals = {s: seen for s, seen in self._signals.items() if seen >= horizon}
+
+    def _snapshot_at(self, t: float) -> progress.Snapshot:
+        latest_gpu = self.gpus.latest()
+        return progress.Snapshot(
+            t=t,
+            log_bytes=self.sources.log_bytes_seen,
+            log_news=self._news.total,
+            gpu_used_mib={g.index: g.memory_used_mib for g in latest_gpu.gpus if g.memory_used_mib is not None} if latest_gpu else {},
+            procs=progress.proc_samples(self._procs),
+            compilers=progress.compiler_cpu(self._procs),
+            stacks=dict(self._stack_marks),
+        )
 
     def since_last_progress(self, t: float) -> float:
         if self._last_progress_t is None and self._compared:

@@ -276,3 +276,30 @@ while True:
     wait_until(lambda: not by_pid(read_procs(parent.pid)).get(kids[0], ProcessRecord(0, None, "", "other", alive=False)).alive, 10)
     records = by_pid(sampler.sample(parent.pid, rescan=False))
     assert len([r for r in records.values() if r.alive]) == 2 and not records[kids[0]].alive
+
+
+def test_without_a_rescan_the_threads_files_are_read_at_their_own_pace(spawner: Spawner, tmp_path, monkeypatch) -> None:
+    # GIVEN a process that reads a file on SIGUSR1 (its io counters move), sampled once with a rescan
+    from hangwatch.sources import procs
+
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * (2 << 20))
+    code = ("import json, os, signal, time\n"
+            f"signal.signal(signal.SIGUSR1, lambda *a: open({str(data)!r}, 'rb').read())\n"
+            "open(os.environ['HW_READY'], 'w').write(json.dumps(os.getpid()))\n"
+            "while True: time.sleep(60)")
+    child, _ = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    first = by_pid(sampler.sample(child.pid))[child.pid]
+    assert first.io_read_bytes is not None and first.wchan
+    # WHEN it reads 2 MiB and is sampled again without a rescan, within THREADS_EVERY_S
+    os.kill(child.pid, signal.SIGUSR1)
+    wait_until(lambda: (read_io_bytes(child.pid) or 0) > first.io_read_bytes + (1 << 20), 10)
+    kept = by_pid(sampler.sample(child.pid, rescan=False))[child.pid]
+    # THEN its per-thread files were not read again: the last io and wchan stand
+    assert kept.io_read_bytes == first.io_read_bytes and kept.wchan == first.wchan
+    assert kept.cpu_time_s is not None and kept.alive  # the process's own files are read every sample
+    # WHEN THREADS_EVERY_S has passed (or a rescan is asked for), they are read again
+    monkeypatch.setattr(procs, "THREADS_EVERY_S", 0.0)
+    fresh = by_pid(sampler.sample(child.pid, rescan=False))[child.pid]
+    assert fresh.io_read_bytes is not None and fresh.io_read_bytes > first.io_read_bytes + (1 << 20)
