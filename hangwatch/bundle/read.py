@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.engines import get_engine, guess_engine, server_port
+from hangwatch.engines.formats import formats_note
 from hangwatch.errors import BundleError
 from hangwatch.model import (
     EndpointAnswer,
@@ -71,11 +72,15 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
     flags = parse_flags(cmdline) if cmdline else {}
     engine = _engine_name(meta, log, cmdline, missing)
     ports_text = _text(files["ports.txt"]) if "ports.txt" in files else None
+    phases = _phases(engine, log, meta.get("engine_version"))
+    note = formats_note(phases)  # phases read with another release's log formats: say which
+    if note is not None:
+        missing.append(note)
     return Evidence(
         meta=meta,
         engine=engine,
         log=log,
-        phases=_phases(engine, log),
+        phases=phases,
         cmdline=cmdline,
         flags=flags,
         env=_env(_text(files.get("env.txt"))),
@@ -224,8 +229,10 @@ def _engine_name(meta: Mapping[str, Any], log: tuple[LogLine, ...], cmdline: str
     return guess_engine(log, cmdline)
 
 
-def _phases(engine: str | None, log: tuple[LogLine, ...]) -> tuple[PhaseEvent, ...]:
-    return get_engine(engine).phase_events(log) if engine and log else ()
+def _phases(engine: str | None, log: tuple[LogLine, ...], version: Any) -> tuple[PhaseEvent, ...]:
+    """The log's phase events, its lines no marker reads by the engine release's own log formats."""
+    version = str(version).strip() if isinstance(version, (str, int, float)) and str(version).strip() else None
+    return get_engine(engine).phase_events(log, version=version) if engine and log else ()
 
 
 def _server_port(flags: Mapping[str, str | bool], engine: str | None, cmdline: str | None) -> int | None:
