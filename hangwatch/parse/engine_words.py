@@ -106,7 +106,7 @@ class Site:
     module: str  # file path in the package: "vllm/v1/worker/utils.py"
     function: str  # "Class.method", "function" or "<module>"
     line: int  # in the newest release that has it
-    kind: str  # raise | log
+    kind: str  # raise | log | frame (a traceback's engine frame, for a call that raised no message of its own)
     label: str  # the exception class, or the log level
     template: str
     versions: tuple[str, ...]  # the sampled releases it appears in, oldest first
@@ -119,6 +119,8 @@ class Site:
     @property
     def span(self) -> str:
         """'vLLM 0.10.2–0.32.0' (a gap in the sampled releases: 'vLLM 0.6.0–0.7.3, 0.10.2–0.32.0')."""
+        if not self.versions:
+            return PRETTY.get(self.package, self.package)
         runs: list[list[str]] = []
         previous = -2
         for version in self.versions:
@@ -168,6 +170,8 @@ class SiteMatch:
 
     @property
     def summary(self) -> str:
+        if self.site.kind == "frame":
+            return f"raised in {self.site.where} (line {self.site.line}, the innermost {self.site.span} frame of its traceback)"
         how = "" if self.exact else f", wording {self.score:.0%} alike"
         return f"raised by {self.site.where} (line {self.site.line}, {self.site.span}{how})" if self.site.kind == "raise" \
             else f"logged by {self.site.where} (line {self.site.line}, {self.site.span}{how})"  # fmt: skip
