@@ -48,6 +48,8 @@ TITLES = {"sglang": "SGLang", "vllm": "vLLM"}
 # detail keys of a fallback event: the format's code, the release whose formats were read, and the
 # note when that release is not the engine's own
 FORMAT_KEY, RELEASE_KEY, NOTE_KEY = "log_format", "formats_of", "formats_note"
+UNKNOWN_HINT = "give the engine's version (meta.json engine_version) so its own release's formats are read"
+UNSAMPLED_HINT = "add the release to tools/engine_words/inputs.txt and rebuild the index (docs/engine-words.md)"
 
 
 @lru_cache(maxsize=256)
@@ -146,9 +148,18 @@ def nearest_release(version: str | None, releases: Sequence[str]) -> str | None:
         ordered = sorted(releases, key=Version)
     except InvalidVersion:
         return None
+    if wanted.public in releases:  # a local build of a sampled release (vLLM's `0.32.0+cpu`)
+        return wanted.public
     keys = [Version(release) for release in ordered]
     at = bisect.bisect_right(keys, wanted)
     return ordered[at - 1] if at else ordered[0]
+
+
+def _public(version: str | None) -> str | None:
+    try:
+        return Version(version).public if version else None
+    except InvalidVersion:
+        return None
 
 
 class LogFormats:
@@ -207,7 +218,8 @@ class LogFormats:
         title = self.title
         release = nearest_release(version, self.releases)
         if release is not None:
-            note = None if release == version else f"phases read with {title} {release}'s log formats (nearest to {version})"
+            same = release == version or release == _public(version)
+            note = None if same else f"phases read with {title} {release}'s log formats (nearest to {version})"
             return release, note
         # the version is unknown: the release whose formats print the most of these lines (a tie: the newest)
         counts = {r: sum(any(r in fmt.releases for fmt in fmts) for fmts in matched) for r in self.releases}
@@ -320,5 +332,6 @@ def formats_note(events: Iterable[PhaseEvent]) -> Missing | None:
     for event in events:
         note = event.detail.get(NOTE_KEY)
         if note:
-            return Missing("phases", note, "give the engine's version (meta.json engine_version) so its own formats are read")
+            hint = UNKNOWN_HINT if "version unknown" in note else UNSAMPLED_HINT
+            return Missing("phases", note, hint)
     return None

@@ -193,15 +193,19 @@ def test_vllm_api_port_already_taken(tmp_path: Path, marker: str) -> None:
 
 @needs_sglang
 def test_sglang_api_port_already_taken(tmp_path: Path, marker: str) -> None:
-    # GIVEN a real SGLang start asked to serve on a port another socket already listens on
+    # GIVEN a real SGLang start asked to serve on a port another socket already listens on. SGLang
+    # 0.5.23 checks no port of its own on one node without DP attention: uvicorn binds it after every
+    # scheduler is up and logs `[Errno 98] error while attempting to bind` (uvicorn is not mined, so
+    # no engine site can name it: docs/engine-words.md)
     with _held_port() as port:
         argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
                 "--port", str(port), *SGLANG_FLAGS]  # fmt: skip
-        verdicts, log = _run(argv, {}, marker, tmp_path)
-    # THEN the start crashes on the taken port, and both verdicts name it
-    for verdict in (verdicts[-1], _diagnose(log, "sglang", argv, tmp_path)):
-        assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
-        assert verdict["cause"] == "port_in_use", json.dumps(verdict, indent=1)[:3000]
+        verdicts, _ = _run(argv, {}, marker, tmp_path)
+    # THEN the watch sees the port held by another process from the launch on, and names it
+    verdict = verdicts[-1]
+    assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
+    assert verdict["cause"] == "port_in_use", json.dumps(verdict, indent=1)[:3000]
+    assert any(str(port) in e["text"] for e in verdict["evidence"]), json.dumps(verdict, indent=1)[:3000]
 
 
 @needs_sglang

@@ -8,6 +8,8 @@ by hand a few lines of older and newer releases than the markers were written fr
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from hangwatch.engines.formats import (
     FORMAT_KEY,
     NOTE_KEY,
     RELEASE_KEY,
+    UNKNOWN_HINT,
+    UNSAMPLED_HINT,
     formats_for,
     formats_note,
     load_table,
@@ -137,6 +141,8 @@ def test_an_unknown_release_is_read_with_the_formats_that_fit_the_log_best() -> 
     assert event.phase is Phase.KV_CACHE
     assert event.detail[RELEASE_KEY] == "SGLang 0.4.3"
     assert "version unknown" in event.detail[NOTE_KEY]
+    note = formats_note((event,))
+    assert note is not None and note.hint == UNKNOWN_HINT
 
 
 def test_the_version_a_vllm_log_names_picks_its_formats() -> None:
@@ -148,6 +154,12 @@ def test_the_version_a_vllm_log_names_picks_its_formats() -> None:
     evs = events("vllm", text)
     assert [(e.phase, FORMAT_KEY in e.detail) for e in evs] == [(Phase.LAUNCH, False), (Phase.DIST_INIT, True)]
     assert evs[1].detail[RELEASE_KEY] == "vLLM 0.32.0" and NOTE_KEY not in evs[1].detail
+
+
+def test_a_local_build_of_a_sampled_release_reads_its_formats_without_a_note() -> None:
+    # the lab's vLLM is `0.32.0+cpu` (its dist-info): 0.32.0's own formats, nothing to say
+    (event,) = events("vllm", PREFIX["vllm"] + "Using V2 Model Runner\n", "0.32.0+cpu")
+    assert event.detail[RELEASE_KEY] == "vLLM 0.32.0" and NOTE_KEY not in event.detail
 
 
 def test_a_format_of_other_releases_is_not_read() -> None:
@@ -163,6 +175,7 @@ def test_nearest_release() -> None:
     assert nearest_release("0.5.14", releases) == "0.5.12"
     assert nearest_release("0.3.9", releases) == "0.4.0"
     assert nearest_release("0.5.12.post1", releases) == "0.5.12"
+    assert nearest_release("0.5.23+cpu", releases) == "0.5.23"  # a local build of a sampled release
     assert nearest_release("unknown", releases) is None
     assert nearest_release(None, releases) is None
 
@@ -214,3 +227,18 @@ def test_a_corpus_bundle_whose_phases_were_unknown_now_has_one() -> None:
     assert [m.reason for m in evidence.missing if m.source == "phases"] == [
         "phases read with vLLM 0.22.0's log formats (nearest to 0.26.0)"
     ]
+
+
+def test_diagnose_json_says_whose_formats_read_the_phases(tmp_path: Path) -> None:
+    # the verdict's `missing` (diagnose --json, and /verdict: the same Verdict.to_dict) carries the note
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "meta.json").write_text(json.dumps({"format": "hangwatch-bundle/1", "engine": "sglang",
+                                                "engine_version": "0.6.1"}))  # fmt: skip
+    (root / "server.log").write_text(SGLANG_061, encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "hangwatch", "diagnose", str(root), "--json"], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    verdict = json.loads(done.stdout)
+    assert {"source": "phases", "reason": "phases read with SGLang 0.5.23's log formats (nearest to 0.6.1)",
+            "hint": UNSAMPLED_HINT} in verdict["missing"]
+    assert verdict["phase"] == "cuda_graph"
