@@ -138,20 +138,21 @@ def cause_of(module: str, function: str, table: tuple[SiteCause, ...] | None = N
 
 
 def _frame_site(failure: Failure, engine: str | None) -> SiteFinding | None:
-    """No mined site printed the failure: its traceback's innermost frame in the engine's own code,
-    when a frame entry of the table names that function (and the failure's errno, if it says)."""
-    own = ENGINE_PACKAGES.get(engine or "") or tuple(p for packages in ENGINE_PACKAGES.values() for p in packages)
-    frame = next((f for f in failure.frames if f.module and f.module.split(".", 1)[0] in own), None)
-    if frame is None or frame.module is None:
-        return None
-    module = frame.module.replace(".", "/") + ".py"
-    entry = next((e for e in _table() if e.frame and e.fits(module, frame.function)
-                  and (e.errno is None or e.errno == failure.errno)), None)  # fmt: skip
-    if entry is None:
-        return None
-    package = frame.module.split(".", 1)[0]
-    site = Site(package, module, frame.function, frame.line or 0, "frame", failure.exc_type or "", failure.message, ())
-    return SiteFinding(failure, SiteMatch(site, exact=False, score=1.0), entry)
+    """No mined site printed the failure: the innermost frame of its traceback, in the engine's own
+    code or a layer under it, that a frame entry of the table names (with the failure's errno family,
+    when the entry gives one)."""
+    packages = set(_packages(engine) or (*(p for own in ENGINE_PACKAGES.values() for p in own), *LAYERS))
+    for frame in failure.frames:  # innermost first
+        package = (frame.module or "").split(".", 1)[0]
+        if package not in packages or frame.module is None:
+            continue
+        module = frame.module.replace(".", "/") + ".py"
+        entry = next((e for e in _table() if e.frame and e.fits(module, frame.function)
+                      and (e.errno is None or e.errno == failure.errno)), None)  # fmt: skip
+        if entry is not None:
+            site = Site(package, module, frame.function, frame.line or 0, "frame", failure.exc_type or "", failure.message, ())
+            return SiteFinding(failure, SiteMatch(site, exact=False, score=1.0), entry)
+    return None
 
 
 def _packages(engine: str | None) -> tuple[str, ...] | None:

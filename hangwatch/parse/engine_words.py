@@ -171,7 +171,7 @@ class SiteMatch:
     @property
     def summary(self) -> str:
         if self.site.kind == "frame":
-            return f"raised in {self.site.where} (line {self.site.line}, the innermost {self.site.span} frame of its traceback)"
+            return f"raised in {self.site.where} (line {self.site.line}, a {self.site.span} frame of its traceback)"
         how = "" if self.exact else f", wording {self.score:.0%} alike"
         return f"raised by {self.site.where} (line {self.site.line}, {self.site.span}{how})" if self.site.kind == "raise" \
             else f"logged by {self.site.where} (line {self.site.line}, {self.site.span}{how})"  # fmt: skip

@@ -196,16 +196,37 @@ def test_sglang_api_port_already_taken(tmp_path: Path, marker: str) -> None:
     # GIVEN a real SGLang start asked to serve on a port another socket already listens on. SGLang
     # 0.5.23 checks no port of its own on one node without DP attention: uvicorn binds it after every
     # scheduler is up and logs `[Errno 98] error while attempting to bind` (uvicorn is not mined, so
-    # no engine site can name it: docs/engine-words.md)
+    # no engine site names it: docs/engine-words.md), and SGLang then logs its ready line anyway
     with _held_port() as port:
         argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
                 "--port", str(port), *SGLANG_FLAGS]  # fmt: skip
-        verdicts, _ = _run(argv, {}, marker, tmp_path)
-    # THEN the watch sees the port held by another process from the launch on, and names it
+        verdicts, log = _run(argv, {}, marker, tmp_path)
+    # THEN the watch names the taken port (the port held by another process from the launch on, or
+    # the bind error), never `ready`
+    assert all(v["state"] != "ready" for v in verdicts), json.dumps(verdicts[-1], indent=1)[:3000]
     verdict = verdicts[-1]
-    assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
-    assert verdict["cause"] == "port_in_use", json.dumps(verdict, indent=1)[:3000]
+    assert (verdict["state"], verdict["cause"]) == ("crashed", "port_in_use"), json.dumps(verdict, indent=1)[:3000]
     assert any(str(port) in e["text"] for e in verdict["evidence"]), json.dumps(verdict, indent=1)[:3000]
+    if "[Errno 98]" in log.read_text(encoding="utf-8", errors="replace"):
+        # the watch let it run to uvicorn's bind: the log alone says it too, ready line or not
+        offline = _diagnose(log, "sglang", argv, tmp_path)
+        assert offline["state"] != "ready" and offline["cause"] == "port_in_use", json.dumps(offline, indent=1)[:3000]
+
+
+@needs_sglang
+def test_sglang_dist_init_port_already_taken(tmp_path: Path, marker: str) -> None:
+    # GIVEN a real SGLang start whose --nccl-port (its rendezvous: tcp://127.0.0.1:PORT) another socket
+    # holds: torch's c10d TCPStore cannot listen there, and c10d's C++ raises DistNetworkError
+    with _held_port() as port:
+        argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
+                "--port", str(_procs.free_port(32000, 32999)), "--nccl-port", str(port), *SGLANG_FLAGS]  # fmt: skip
+        verdicts, log = _run(argv, {}, marker, tmp_path)
+    # THEN both verdicts name the taken port, and the site is torch's store creation in the traceback:
+    # the message is c10d's own C++ text, so the frame entry of the table names it
+    for verdict in (verdicts[-1], _diagnose(log, "sglang", argv, tmp_path)):
+        assert (verdict["state"], verdict["cause"]) == ("crashed", "port_in_use"), json.dumps(verdict, indent=1)[:3000]
+        fact = _frame_fact(verdict, "torch/distributed/rendezvous.py:_create_c10d_store")
+        assert "torch frame" in fact and "→ port_in_use" in fact
 
 
 @needs_sglang
