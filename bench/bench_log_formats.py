@@ -3,7 +3,7 @@
     python bench/bench_log_formats.py [--mib 16] [--repeat 5]
 
 1. building the formats once per process (the index read, the table matched to every log format);
-2. `Engine.phase_events` over a log of MIB MiB (SGLang serving lines, the shape of a live tail or a
+2. `read_phases` (markers, then formats) over a log of MIB MiB (SGLang serving lines, the shape of a live tail or a
    bundle's log), and of it the mined formats' share (`LogFormats.events` alone on the same lines,
    no hand marker events), CPU seconds per MiB;
 3. the same for vLLM serving lines.
@@ -47,7 +47,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from hangwatch.engines import get_engine
-    from hangwatch.engines.formats import formats_for
+    from hangwatch.parse.logformats import formats_for, read_phases
     from hangwatch.parse.logs import read_log_lines
 
     t0 = time.process_time()
@@ -58,8 +58,9 @@ def main() -> None:
         lines = read_log_lines(_log(template, args.mib))
         engine, formats = get_engine(name), built[name]
         assert formats is not None
-        whole = _cpu(lambda: engine.phase_events(lines, version="0.5.23" if name == "sglang" else "0.32.0"), args.repeat)
-        mined = _cpu(lambda: formats.events(lines, "0.5.23" if name == "sglang" else "0.32.0"), args.repeat)
+        version = "0.5.23" if name == "sglang" else "0.32.0"
+        whole = _cpu(lambda e=engine, ls=lines, v=version: read_phases(e, ls, version=v), args.repeat)
+        mined = _cpu(lambda f=formats, ls=lines, v=version: f.events(ls, v), args.repeat)
         print(f"{step}. {name}: {len(lines):,} lines ({args.mib} MiB): phase_events median {statistics.median(whole):.2f} s CPU "
               f"({statistics.median(whole) / args.mib * 1000:.0f} ms/MiB), of it the mined formats "
               f"{statistics.median(mined):.2f} s ({statistics.median(mined) / args.mib * 1000:.0f} ms/MiB)")

@@ -20,7 +20,6 @@ from typing import Any, TypeVar
 
 from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.engines import get_engine, guess_engine, server_port
-from hangwatch.engines.formats import formats_note
 from hangwatch.errors import BundleError
 from hangwatch.model import (
     EndpointAnswer,
@@ -38,6 +37,7 @@ from hangwatch.model import (
     Source,
 )  # fmt: skip
 from hangwatch.parse.flags import parse_flags
+from hangwatch.parse.logformats import formats_note, read_phases
 from hangwatch.parse.logs import read_log_lines
 from hangwatch.parse.ss import parse_ss
 from hangwatch.parse.stacks import label_and_sample, parse_stack_file
@@ -232,7 +232,7 @@ def _engine_name(meta: Mapping[str, Any], log: tuple[LogLine, ...], cmdline: str
 def _phases(engine: str | None, log: tuple[LogLine, ...], version: Any) -> tuple[PhaseEvent, ...]:
     """The log's phase events, its lines no marker reads by the engine release's own log formats."""
     version = str(version).strip() if isinstance(version, (str, int, float)) and str(version).strip() else None
-    return get_engine(engine).phase_events(log, version=version) if engine and log else ()
+    return read_phases(get_engine(engine), log, version=version) if engine and log else ()
 
 
 def _server_port(flags: Mapping[str, str | bool], engine: str | None, cmdline: str | None) -> int | None:

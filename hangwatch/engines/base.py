@@ -245,44 +245,22 @@ class Engine(abc.ABC):
         """The HTTP port: the port flag when it is a number, else this engine's default."""
         return flag_port(flags, self.port_flag) or self.default_port
 
-    def phase_events(
-        self, lines: Iterable[LogLine], before: Iterable[PhaseEvent] = (), version: str | None = None
-    ) -> tuple[PhaseEvent, ...]:
-        """One event at most per line: the first marker that matches (specific before common), else
-        the engine's own log format of that line (engines/formats.py), read with the formats of
-        `version` (the engine's release; None: unknown) or the nearest sampled release.
+    def phase_events(self, lines: Iterable[LogLine], before: Iterable[PhaseEvent] = ()) -> tuple[PhaseEvent, ...]:
+        """One event at most per line: the first marker that matches (specific before common).
 
         `before`: the events of the lines already read, when a live tail feeds the log in pieces;
         context across lines (vLLM's readiness) must not be lost between two reads.
         """
-        lines = list(lines)
-        before = tuple(before)
         table = self.markers + COMMON_MARKERS
         events = []
-        for line in _marker_candidates(lines, {mk.needle for mk in table}):
+        for line in _marker_candidates(list(lines), {mk.needle for mk in table}):
             message = line.message or line.text
             for mk in table:
                 event = mk.event(line, message)
                 if event is not None:
                     events.append(event)
                     break
-        events = self._from_formats(lines, events, before, version)
-        return self._finish(_attribute_bars(events), before)
-
-    def _from_formats(
-        self, lines: list[LogLine], events: list[PhaseEvent], before: tuple[PhaseEvent, ...], version: str | None
-    ) -> list[PhaseEvent]:
-        """The hand markers' events with the mined formats' events of the other lines, in log order."""
-        from hangwatch.engines.formats import formats_for
-
-        formats = formats_for(self.name) if self.name else None
-        if formats is None:
-            return events
-        # the version the log itself names (vLLM's `Initializing a V1 LLM engine (v0.11.0)`), when not given
-        key = f"{self.name}_version"
-        version = version or next((e.detail[key] for e in (*before, *events) if e.detail.get(key)), None)
-        extra = formats.events(lines, version, rank_positions(before), taken=events)
-        return sorted((*events, *extra), key=lambda event: event.lineno) if extra else events
+        return self._finish(_attribute_bars(events), tuple(before))
 
     def _finish(self, events: list[PhaseEvent], before: tuple[PhaseEvent, ...]) -> tuple[PhaseEvent, ...]:
         """Hook for rules that need context across lines (vLLM's readiness)."""

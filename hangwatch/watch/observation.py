@@ -14,7 +14,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hangwatch.engines.formats import formats_note
 from hangwatch.model import (
     EndpointAnswer,
     Evidence,
@@ -27,6 +26,7 @@ from hangwatch.model import (
     ProcessRecord,
     ProcessStack,
 )
+from hangwatch.parse.logformats import formats_note
 
 __all__ = ["Observation", "PhaseSpan", "Progress", "ServerInfo", "StackSnapshot", "TransitionRecord"]
 
@@ -139,6 +139,6 @@ class Observation:
 
 
 def _formats_note(events: tuple[PhaseEvent, ...]) -> tuple[Missing, ...]:
-    """Phases read with another release's log formats (engines/formats.py): the verdict says which."""
+    """Phases read with another release's log formats (parse/logformats.py): the verdict says which."""
     note = formats_note(events)
     return (note,) if note is not None else ()

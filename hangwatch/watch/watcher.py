@@ -38,6 +38,7 @@ from hangwatch.model import (
     State,
     Verdict,
 )
+from hangwatch.parse.logformats import read_phases
 from hangwatch.sources.modelid import model_identity
 from hangwatch.watch import progress
 from hangwatch.watch.budgets import (
@@ -241,10 +242,10 @@ class Watcher:
         if self.sources.engine_changed:
             # all lines read so far: this feed's when it alone overflowed the ring
             pool = lines if len(lines) >= len(self.log.lines) else list(self.log.lines)
-            self.log.reset_phases(t, engine.phase_events(pool, version=self._engine_version(engine.name)))
+            self.log.reset_phases(t, read_phases(engine, pool, version=self._engine_version(engine.name)))
         elif lines:
-            events = engine.phase_events(lines, before=(p.event for p in self.log.phases),
-                                         version=self._engine_version(engine.name))
+            events = read_phases(engine, lines, before=(p.event for p in self.log.phases),
+                                 version=self._engine_version(engine.name))
             self.log.add_phases(t, events)
             # a phase line is progress of the start (other lines may be a warning repeated forever)
             self._motion.extend(Motion(f"phase:{e.phase.value}", t) for e in events)

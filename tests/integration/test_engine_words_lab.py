@@ -2,7 +2,7 @@
 raise themselves, watched by `hangwatch run`, then read back by `hangwatch diagnose`. The mined
 index (docs/engine-words.md) must find the site that raised the error and the cause the table
 (hangwatch/data/raise_site_causes.yaml) gives it — from the real text, not a copied string. And the
-index's log formats (engines/formats.py) read a real start's phases with no hand marker at all.
+index's log formats (parse/logformats.py) read a real start's phases with no hand marker at all.
 
 Slow: each start is a real server (30-140 s on two shared cores); one start per test.
 """
@@ -26,8 +26,8 @@ import pytest
 
 from hangwatch.bundle.read import FORMAT
 from hangwatch.engines import get_engine, rank_positions
-from hangwatch.engines.formats import FORMAT_KEY, formats_for
 from hangwatch.model import Phase
+from hangwatch.parse.logformats import FORMAT_KEY, formats_for, read_phases
 from hangwatch.parse.logs import read_log_lines
 from lab import _procs
 
@@ -251,4 +251,4 @@ def test_sglang_phases_read_by_the_mined_formats_alone(tmp_path: Path, marker: s
     assert weight_end and "Load weight end" in weight_end[0].text
     assert rank_positions(mined) == {"main": (Phase.READY, True)}
     # and with the hand markers they agree on where the start ended
-    assert rank_positions(get_engine("sglang").phase_events(lines, version="0.5.23")) == {"main": (Phase.READY, True)}
+    assert rank_positions(read_phases(get_engine("sglang"), lines, version="0.5.23")) == {"main": (Phase.READY, True)}

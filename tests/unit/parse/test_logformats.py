@@ -16,7 +16,10 @@ import pytest
 
 from hangwatch.bundle.read import read_bundle
 from hangwatch.engines import get_engine, rank_positions
-from hangwatch.engines.formats import (
+from hangwatch.errors import RuleError
+from hangwatch.model import Phase, PhaseEvent
+from hangwatch.parse.engine_words import split_template
+from hangwatch.parse.logformats import (
     FORMAT_KEY,
     NOTE_KEY,
     RELEASE_KEY,
@@ -26,10 +29,8 @@ from hangwatch.engines.formats import (
     formats_note,
     load_table,
     nearest_release,
+    read_phases,
 )
-from hangwatch.errors import RuleError
-from hangwatch.model import Phase, PhaseEvent
-from hangwatch.parse.engine_words import split_template
 from hangwatch.parse.logs import read_log_lines
 from helpers.paths import DEV_CORPUS
 
@@ -43,7 +44,7 @@ def filled(template: str) -> str:
 
 
 def events(engine: str, text: str, version: str | None = None) -> tuple[PhaseEvent, ...]:
-    return get_engine(engine).phase_events(read_log_lines(text.encode()), version=version)
+    return read_phases(get_engine(engine), read_log_lines(text.encode()), version=version)
 
 
 def fallback(evs: tuple[PhaseEvent, ...]) -> list[PhaseEvent]:

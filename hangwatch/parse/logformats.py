@@ -7,6 +7,7 @@ start-up phase (the weight loader, the KV pool, graph capture, the "ready" line)
 marker matched is matched against the formats of one release: the engine's own when it was
 sampled, else the nearest sampled one, which the events name so the verdict can say so.
 
+    read_phases(engine, lines, before=(), version=None) -> (PhaseEvent, ...)   markers, then formats
     formats_for(package) -> LogFormats | None        read once per process
     LogFormats.events(lines, version, positions, taken) -> (PhaseEvent, ...)
     formats_note(events) -> Missing | None           "phases read with SGLang 0.5.23's log formats (...)"
@@ -28,13 +29,17 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+import yaml
 from packaging.version import InvalidVersion, Version
 
+from hangwatch.engines import Engine, rank_positions
+from hangwatch.engines.base import rank_key
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import LogLine, Missing, Phase, PhaseEvent
+from hangwatch.parse.engine_words import FORMAT, split_template, template_regex
 
 __all__ = ["INDEX_FILE", "TABLE_FILE", "Format", "FormatPhase", "LogFormats", "build", "formats_for",
-           "formats_note", "load_table", "nearest_release"]  # fmt: skip
+           "formats_note", "load_table", "nearest_release", "read_phases"]  # fmt: skip
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 INDEX_FILE = DATA / "engine_words.json.gz"
@@ -96,24 +101,30 @@ class Format:
     @cached_property
     def regex(self) -> re.Pattern[str]:
         """Compiled on first use: a log meets a few dozen of the hundreds of formats."""
-        from hangwatch.parse.engine_words import template_regex
-
         return template_regex(self.template.strip())  # a message is read stripped
 
 
 def load_table(path: Path | None = None) -> tuple[FormatPhase, ...]:
-    from hangwatch.classify.loader import read_table  # the rules' YAML reader (positions, bounds)
-
+    """The table, validated; a bad entry is a RuleError naming its file and line. Read with PyYAML's
+    safe loader here, below the rules' loader (classify/loader.py) in the layers."""
     path = path or TABLE_FILE
-    doc = read_table(path, "log-format phase table")
-    if not isinstance(doc, list):
+    try:
+        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
+        try:
+            node = loader.get_single_node()
+            doc = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except OSError as exc:
+        raise RuleError(f"cannot read the log-format phase table: {exc}", RuleLocation(str(path))) from exc
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = RuleLocation(str(path), mark.line + 1, mark.column + 1) if mark else RuleLocation(str(path))
+        raise RuleError(f"YAML: {exc.problem or exc.context}", where) from exc
+    if not isinstance(doc, list) or not isinstance(node, yaml.SequenceNode):
         raise RuleError("the log-format phase table is a list of {site, phase, source}", RuleLocation(str(path)))
-    marks = getattr(doc, "marks", None)
-    out = []
-    for index, raw in enumerate(doc):
-        where = RuleLocation(str(path), marks[index].line + 1, marks[index].column + 1) if marks else RuleLocation(str(path))
-        out.append(_entry(raw, where))
-    return tuple(out)
+    return tuple(_entry(raw, RuleLocation(str(path), item.start_mark.line + 1, item.start_mark.column + 1))
+                 for raw, item in zip(doc, node.value, strict=True))  # fmt: skip
 
 
 def _entry(raw: Any, where: RuleLocation) -> FormatPhase:
@@ -236,8 +247,6 @@ class LogFormats:
         """Phase events of the lines no hand marker read. `taken`: the hand markers' events of these
         lines (they keep their lines and move ranks as they do); `positions`: where each rank stood
         before these lines, (phase, ended). A line that does not move its rank on is left out."""
-        from hangwatch.engines.base import rank_key
-
         hand = {event.lineno: event for event in taken}
         rest = [line for line in lines if line.lineno not in hand]
         messages = [(line.message or line.text).strip() for line in rest]
@@ -289,8 +298,6 @@ def _news(now: tuple[Phase, bool] | None, fmt: Format) -> bool:
 
 def build(package: str, doc: Mapping[str, Any], table: Sequence[FormatPhase]) -> LogFormats:
     """The formats of `package` that the table maps, from the index document."""
-    from hangwatch.parse.engine_words import FORMAT, split_template
-
     if doc.get("format") != FORMAT:
         raise ValueError(f"engine words index: format {doc.get('format')!r}, expected {FORMAT}")
     releases = tuple(doc["versions"].get(package, ()))
@@ -335,3 +342,23 @@ def formats_note(events: Iterable[PhaseEvent]) -> Missing | None:
             hint = UNKNOWN_HINT if "version unknown" in note else UNSAMPLED_HINT
             return Missing("phases", note, hint)
     return None
+
+
+def read_phases(
+    engine: Engine, lines: Iterable[LogLine], before: Iterable[PhaseEvent] = (), version: str | None = None
+) -> tuple[PhaseEvent, ...]:
+    """The log's phase events: the engine's hand markers (`Engine.phase_events`), then its own log
+    format for each line they did not read, with the formats of `version` (the engine's release; None:
+    the one the log names, vLLM's `Initializing a V1 LLM engine (v0.11.0)`, else unknown). `before`:
+    the events of the lines already read, when a live tail feeds the log in pieces."""
+    lines, before = list(lines), tuple(before)
+    events = engine.phase_events(lines, before)
+    formats = formats_for(engine.name) if engine.name else None
+    if formats is None:
+        return events
+    key = f"{engine.name}_version"
+    version = version or next((e.detail[key] for e in (*before, *events) if e.detail.get(key)), None)
+    extra = formats.events(lines, version, rank_positions(before), taken=events)
+    # a format event carries no bar and no step: the markers' cross-line hooks (_attribute_bars,
+    # vLLM's readiness in _finish) read the same with it merged after them
+    return tuple(sorted((*events, *extra), key=lambda event: event.lineno)) if extra else events
