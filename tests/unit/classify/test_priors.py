@@ -3,6 +3,7 @@ hangwatch/data/phase_priors.yaml, at low confidence, each with its check."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -147,9 +148,10 @@ def test_unknown_verdicts_carry_prior_candidates(evidence: Evidence, state: Stat
 
 @pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
 def test_table_counts_are_the_dev_corpus_counts() -> None:
+    # this checkout first: in a worktree the editable install is another checkout
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "helpers" / "count_priors.py"), str(DEV_CORPUS)],
-        capture_output=True, text=True, timeout=300, check=True, env={"PYTHONPATH": str(ROOT / "tests")},
+        capture_output=True, text=True, timeout=300, check=True, env={"PYTHONPATH": f"{ROOT}{os.pathsep}{ROOT / 'tests'}"},
     )  # fmt: skip
     counted = {line.split()[0]: int(line.split()[1]) for line in out.stdout.splitlines() if line.strip()}
     assert counted == {row.id: row.count for row in prior_rows()}
