@@ -37,6 +37,7 @@ from hangwatch.model import (
     Source,
 )  # fmt: skip
 from hangwatch.parse.flags import parse_flags
+from hangwatch.parse.logformats import formats_note, read_phases
 from hangwatch.parse.logs import read_log_lines
 from hangwatch.parse.ss import parse_ss
 from hangwatch.parse.stacks import label_and_sample, parse_stack_file
@@ -71,11 +72,15 @@ def evidence_from_files(files: Mapping[str, bytes]) -> Evidence:
     flags = parse_flags(cmdline) if cmdline else {}
     engine = _engine_name(meta, log, cmdline, missing)
     ports_text = _text(files["ports.txt"]) if "ports.txt" in files else None
+    phases = _phases(engine, log, meta.get("engine_version"))
+    note = formats_note(phases)  # phases read with another release's log formats: say which
+    if note is not None:
+        missing.append(note)
     return Evidence(
         meta=meta,
         engine=engine,
         log=log,
-        phases=_phases(engine, log),
+        phases=phases,
         cmdline=cmdline,
         flags=flags,
         env=_env(_text(files.get("env.txt"))),
@@ -224,8 +229,10 @@ def _engine_name(meta: Mapping[str, Any], log: tuple[LogLine, ...], cmdline: str
     return guess_engine(log, cmdline)
 
 
-def _phases(engine: str | None, log: tuple[LogLine, ...]) -> tuple[PhaseEvent, ...]:
-    return get_engine(engine).phase_events(log) if engine and log else ()
+def _phases(engine: str | None, log: tuple[LogLine, ...], version: Any) -> tuple[PhaseEvent, ...]:
+    """The log's phase events, its lines no marker reads by the engine release's own log formats."""
+    version = str(version).strip() if isinstance(version, (str, int, float)) and str(version).strip() else None
+    return read_phases(get_engine(engine), log, version=version) if engine and log else ()
 
 
 def _server_port(flags: Mapping[str, str | bool], engine: str | None, cmdline: str | None) -> int | None:

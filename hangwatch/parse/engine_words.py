@@ -77,13 +77,24 @@ def template_regex(template: str) -> re.Pattern[str]:
     parts = split_template(template)
     for index, part in enumerate(parts):
         if isinstance(part, str):
-            pieces.append(r"\s+".join(re.escape(word) for word in part.split(" ")) if part.strip() else r"\s*")
+            pieces.append(_literal_regex(part))
         else:
             kind, _ = part
             rx = r".*" if kind == "any" and index == len(parts) - 1 else HOLE_RX[kind]
             pieces.append(f"(?P<h{holes}>{rx})")
             holes += 1
     return re.compile("".join(pieces), re.DOTALL)
+
+
+def _literal_regex(part: str) -> str:
+    """A literal run: a run of whitespace (one space or twenty) matches any run of whitespace. One
+    `\\s+` per run, never one per space: `\\s+\\s+...` backtracks exponentially on a line that almost
+    matches (a template with 29 spaces in a row took 28 s on one line)."""
+    words = part.split()
+    if not words:
+        return r"\s*"
+    rx = r"\s+".join(re.escape(word) for word in words)
+    return (r"\s+" if part[0].isspace() else "") + rx + (r"\s+" if part[-1].isspace() else "")
 
 
 def _tokens(text: str) -> set[str]:
@@ -98,7 +109,7 @@ class Site:
     module: str  # file path in the package: "vllm/v1/worker/utils.py"
     function: str  # "Class.method", "function" or "<module>"
     line: int  # in the newest release that has it
-    kind: str  # raise | log
+    kind: str  # raise | log | frame (a traceback's engine frame, for a call that raised no message of its own)
     label: str  # the exception class, or the log level
     template: str
     versions: tuple[str, ...]  # the sampled releases it appears in, oldest first
@@ -111,6 +122,8 @@ class Site:
     @property
     def span(self) -> str:
         """'vLLM 0.10.2–0.32.0' (a gap in the sampled releases: 'vLLM 0.6.0–0.7.3, 0.10.2–0.32.0')."""
+        if not self.versions:
+            return PRETTY.get(self.package, self.package)
         runs: list[list[str]] = []
         previous = -2
         for version in self.versions:
@@ -160,6 +173,8 @@ class SiteMatch:
 
     @property
     def summary(self) -> str:
+        if self.site.kind == "frame":
+            return f"raised in {self.site.where} (line {self.site.line}, a {self.site.span} frame of its traceback)"
         how = "" if self.exact else f", wording {self.score:.0%} alike"
         return f"raised by {self.site.where} (line {self.site.line}, {self.site.span}{how})" if self.site.kind == "raise" \
             else f"logged by {self.site.where} (line {self.site.line}, {self.site.span}{how})"  # fmt: skip

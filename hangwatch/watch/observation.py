@@ -26,6 +26,7 @@ from hangwatch.model import (
     ProcessRecord,
     ProcessStack,
 )
+from hangwatch.parse.logformats import formats_note
 
 __all__ = ["Observation", "PhaseSpan", "Progress", "ServerInfo", "StackSnapshot", "TransitionRecord"]
 
@@ -130,8 +131,14 @@ class Observation:
             meta=meta, engine=server.engine, log=self.log, phases=self.phase_events, cmdline=server.cmdline,
             flags=dict(server.flags), env=dict(server.env), procs=self.procs, ports=self.ports,
             ports_text=self.ports_text, gpus=self.gpus, stacks=tuple(s.stack for s in self.stack_samples),
-            missing=self.missing, observed_for_s=round(self.t, 2),
+            missing=self.missing + _formats_note(self.phase_events), observed_for_s=round(self.t, 2),
             since_last_progress_s=round(self.progress.since_last_progress_s, 2),
             progress_signals=self.progress.signals, log_quiet_s=round(self.progress.log_quiet_s, 2),
             server_port=server.port, endpoint=self.endpoint, preflight=self.preflight, stop=self.stop,
         )  # fmt: skip
+
+
+def _formats_note(events: tuple[PhaseEvent, ...]) -> tuple[Missing, ...]:
+    """Phases read with another release's log formats (parse/logformats.py): the verdict says which."""
+    note = formats_note(events)
+    return (note,) if note is not None else ()

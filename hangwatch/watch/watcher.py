@@ -38,6 +38,7 @@ from hangwatch.model import (
     State,
     Verdict,
 )
+from hangwatch.parse.logformats import read_phases
 from hangwatch.sources.modelid import model_identity
 from hangwatch.watch import progress
 from hangwatch.watch.budgets import (
@@ -162,6 +163,7 @@ class Watcher:
         self._observation: Observation | None = None
         self._raw: Verdict | None = None
         self._setup: SetupKey | None = None
+        self._version: str | None = None  # the engine's release, read once: its log formats read the phases
         self._past: list[PastStart] | None = None
         self._learned = False
         self._budget_end: float | None = None  # watch time the current phase outruns its learned budget
@@ -253,12 +255,19 @@ class Watcher:
         if self.sources.engine_changed:
             # all lines read so far: this feed's when it alone overflowed the ring
             pool = lines if len(lines) >= len(self.log.lines) else list(self.log.lines)
-            self.log.reset_phases(t, engine.phase_events(pool))
+            self.log.reset_phases(t, read_phases(engine, pool, version=self._engine_version(engine.name)))
         elif lines:
-            events = engine.phase_events(lines, before=(p.event for p in self.log.phases))
+            events = read_phases(engine, lines, before=(p.event for p in self.log.phases),
+                                 version=self._engine_version(engine.name))
             self.log.add_phases(t, events)
             # a phase line is progress of the start (other lines may be a warning repeated forever)
             self._motion.extend(Motion(f"phase:{e.phase.value}", t) for e in events)
+
+    def _engine_version(self, name: str) -> str | None:
+        """The engine's release installed beside the launcher's Python; None when it cannot be told."""
+        if self._version is None:
+            self._version = engine_version(name, getattr(getattr(self.sources, "server", None), "cmdline", None))
+        return None if self._version == "unknown" else self._version
 
     def _read_procs(self, rescan: bool = True) -> None:
         try:

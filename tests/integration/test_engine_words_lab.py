@@ -1,7 +1,8 @@
 """The engines' own raise sites, live: real SGLang and vLLM servers on CPU started into errors they
 raise themselves, watched by `hangwatch run`, then read back by `hangwatch diagnose`. The mined
 index (docs/engine-words.md) must find the site that raised the error and the cause the table
-(hangwatch/data/raise_site_causes.yaml) gives it — from the real text, not a copied string.
+(hangwatch/data/raise_site_causes.yaml) gives it — from the real text, not a copied string. And the
+index's log formats (parse/logformats.py) read a real start's phases with no hand marker at all.
 
 Slow: each start is a real server (30-140 s on two shared cores); one start per test.
 """
@@ -12,16 +13,22 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hangwatch.bundle.read import FORMAT
+from hangwatch.engines import get_engine, rank_positions
+from hangwatch.model import Phase
+from hangwatch.parse.logformats import FORMAT_KEY, formats_for, read_phases
+from hangwatch.parse.logs import read_log_lines
 from lab import _procs
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
@@ -144,3 +151,104 @@ def test_sglang_memory_fraction_that_cannot_be_met(tmp_path: Path, marker: str) 
         assert verdict["cause"] == "kv_cache_alloc", json.dumps(verdict, indent=1)[:3000]
         fact = _site_fact(verdict, "sglang/srt/")
         assert "SGLang" in fact and "0.5.23" in fact
+
+
+@contextmanager
+def _held_port() -> Iterator[int]:
+    """A free port, then taken: a real socket listening on it for as long as the test runs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        port = _procs.free_port(31000, 31999)
+        sock.bind(("127.0.0.1", port))
+        sock.listen(1)
+        yield port
+    finally:
+        sock.close()
+
+
+def _frame_fact(verdict: dict[str, Any], where: str) -> str:
+    texts = [e["text"] for e in verdict["evidence"]]
+    found = [t for t in texts if t.startswith(f"raised in {where}")]
+    assert found, json.dumps(verdict, indent=1)[:4000]
+    return found[0]
+
+
+@needs_vllm
+def test_vllm_api_port_already_taken(tmp_path: Path, marker: str) -> None:
+    # GIVEN a real vLLM start asked to serve on a port another socket already listens on
+    with _held_port() as port:
+        argv = [str(Path(VLLM_PYTHON).parent / "vllm"), "serve", str(_procs.tiny_model_hd64()), "--port", str(port),
+                *VLLM_FLAGS]  # fmt: skip
+        env = {"VLLM_TARGET_DEVICE": "cpu", "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+        # WHEN hangwatch watches it, and diagnoses its log afterwards
+        verdicts, log = _run(argv, env, marker, tmp_path)
+    # THEN vLLM's bind of its API socket raised `OSError: [Errno 98]` with no message of vLLM's own:
+    # the traceback's innermost vLLM frame is the site, and the table's frame entry names the cause
+    for verdict in (verdicts[-1], _diagnose(log, "vllm", argv, tmp_path)):
+        assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
+        assert verdict["cause"] == "port_in_use", json.dumps(verdict, indent=1)[:3000]
+        fact = _frame_fact(verdict, "vllm/entrypoints/launchers/launcher.py:create_server_socket")
+        assert "vLLM frame" in fact and "→ port_in_use" in fact
+
+
+@needs_sglang
+def test_sglang_api_port_already_taken(tmp_path: Path, marker: str) -> None:
+    # GIVEN a real SGLang start asked to serve on a port another socket already listens on. SGLang
+    # 0.5.23 checks no port of its own on one node without DP attention: uvicorn binds it after every
+    # scheduler is up and logs `[Errno 98] error while attempting to bind` (uvicorn is not mined, so
+    # no engine site names it: docs/engine-words.md), and SGLang then logs its ready line anyway
+    with _held_port() as port:
+        argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
+                "--port", str(port), *SGLANG_FLAGS]  # fmt: skip
+        verdicts, log = _run(argv, {}, marker, tmp_path)
+    # THEN the watch names the taken port (the port held by another process from the launch on, or
+    # the bind error), never `ready`
+    assert all(v["state"] != "ready" for v in verdicts), json.dumps(verdicts[-1], indent=1)[:3000]
+    verdict = verdicts[-1]
+    assert (verdict["state"], verdict["cause"]) == ("crashed", "port_in_use"), json.dumps(verdict, indent=1)[:3000]
+    assert any(str(port) in e["text"] for e in verdict["evidence"]), json.dumps(verdict, indent=1)[:3000]
+    if "[Errno 98]" in log.read_text(encoding="utf-8", errors="replace"):
+        # the watch let it run to uvicorn's bind: the log alone says it too, ready line or not
+        offline = _diagnose(log, "sglang", argv, tmp_path)
+        assert offline["state"] != "ready" and offline["cause"] == "port_in_use", json.dumps(offline, indent=1)[:3000]
+
+
+@needs_sglang
+def test_sglang_dist_init_port_already_taken(tmp_path: Path, marker: str) -> None:
+    # GIVEN a real SGLang start whose --nccl-port (its rendezvous: tcp://127.0.0.1:PORT) another socket
+    # holds: torch's c10d TCPStore cannot listen there, and c10d's C++ raises DistNetworkError
+    with _held_port() as port:
+        argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
+                "--port", str(_procs.free_port(32000, 32999)), "--nccl-port", str(port), *SGLANG_FLAGS]  # fmt: skip
+        verdicts, log = _run(argv, {}, marker, tmp_path)
+    # THEN both verdicts name the taken port, and the site is torch's store creation in the traceback:
+    # the message is c10d's own C++ text, so the frame entry of the table names it
+    for verdict in (verdicts[-1], _diagnose(log, "sglang", argv, tmp_path)):
+        assert (verdict["state"], verdict["cause"]) == ("crashed", "port_in_use"), json.dumps(verdict, indent=1)[:3000]
+        fact = _frame_fact(verdict, "torch/distributed/rendezvous.py:_create_c10d_store")
+        assert "torch frame" in fact and "→ port_in_use" in fact
+
+
+@needs_sglang
+def test_sglang_phases_read_by_the_mined_formats_alone(tmp_path: Path, marker: str) -> None:
+    # GIVEN the log of a real SGLang 0.5.23 start on CPU, from launch to ready
+    argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
+            "--port", str(_procs.free_port(31000, 31999)), *SGLANG_FLAGS]  # fmt: skip
+    verdicts, log = _run(argv, {}, marker, tmp_path)
+    assert verdicts[-1]["state"] == "ready", json.dumps(verdicts[-1], indent=1)[:3000]
+    lines = read_log_lines(log.read_bytes())
+    # WHEN only the mined log formats read it (no hand marker: `taken` is empty)
+    formats = formats_for("sglang")
+    assert formats is not None
+    mined = formats.events(lines, "0.5.23")
+    # THEN they follow the start through weights, the KV pool and the ready line, in order, each
+    # event naming the SGLang code that logged it
+    phases = [event.phase for event in mined]
+    assert phases == sorted(phases, key=lambda phase: phase.order), phases
+    assert {Phase.WEIGHT_LOAD, Phase.KV_CACHE, Phase.READY} <= set(phases), phases
+    assert all(event.detail[FORMAT_KEY].startswith("sglang/srt/") for event in mined)
+    weight_end = [e for e in mined if e.phase is Phase.WEIGHT_LOAD and e.end]
+    assert weight_end and "Load weight end" in weight_end[0].text
+    assert rank_positions(mined) == {"main": (Phase.READY, True)}
+    # and with the hand markers they agree on where the start ended
+    assert rank_positions(read_phases(get_engine("sglang"), lines, version="0.5.23")) == {"main": (Phase.READY, True)}

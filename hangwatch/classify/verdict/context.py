@@ -257,7 +257,23 @@ class Context:
     def ready(self) -> bool:
         # the log's ready line, else (no log readable) the engine's own endpoint said so
         endpoint = self.evidence.endpoint
-        return ready_seen(self.evidence.phases) or (endpoint is not None and endpoint.ready)
+        if endpoint is not None and endpoint.ready:
+            return True
+        return ready_seen(self.evidence.phases) and self.http_bind_failure is None
+
+    @cached_property
+    def http_bind_failure(self) -> Failure | None:
+        """A bind of the server's own port that failed before its ready line: it serves nothing,
+        whatever it logs next. SGLang 0.5.23 logs `The server is fired up and ready to roll!` after
+        uvicorn's `[Errno 98] error while attempting to bind on address ('127.0.0.1', PORT)`
+        (tests/integration/test_engine_words_lab.py, a real server on a taken port)."""
+        port = self.server_port
+        ready_at = next((e.lineno for e in self.evidence.phases if e.phase is Phase.READY), None)
+        if port is None or ready_at is None:
+            return None
+        said = re.compile(rf"(?<![\d.]){port}(?!\d)")
+        return next((f for f in self.failures
+                     if f.errno == "EADDRINUSE" and f.lineno < ready_at and said.search(f.text)), None)  # fmt: skip
 
     def event_for(self, rank: str, position: Position) -> PhaseEvent | None:
         """The last log event that put `rank` at `position`."""

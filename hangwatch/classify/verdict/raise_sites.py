@@ -28,7 +28,7 @@ from hangwatch.classify.language.conditions import Outcome
 from hangwatch.classify.language.rule import Rule
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import Fact, LogLine, Source
-from hangwatch.parse.engine_words import EngineWords, SiteMatch
+from hangwatch.parse.engine_words import EngineWords, Site, SiteMatch
 from hangwatch.parse.failures import Failure
 
 if TYPE_CHECKING:
@@ -52,6 +52,7 @@ MAX_TRIED = 6  # failures tried, first first: the root, then what followed it
 LAYERS = ("torch", "transformers", "huggingface_hub", "flashinfer")
 ENGINE_PACKAGES = {"sglang": ("sglang",), "vllm": ("vllm",)}
 _KEYS = {"site", "cause", "source"}
+_FRAME_KEYS = {"frame", "errno"}  # optional: an entry for the engine's own frame (SiteCause.frame)
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,11 @@ class SiteCause:
     cause: str
     source: str
     location: RuleLocation = RuleLocation("?")
+    # a frame entry names the engine function a traceback's innermost engine frame is in, for a call
+    # that raises with no message of the engine's own (`sock.bind` of the API port: `OSError: [Errno
+    # 98]`), and only for failures of this errno family when one is given
+    frame: bool = False
+    errno: str | None = None
 
     def fits(self, module: str, function: str) -> bool:
         if ":" in self.pattern:
@@ -99,14 +105,17 @@ def load_causes(path: Path | None = None) -> tuple[SiteCause, ...]:
 
 
 def _entry(raw: Any, where: RuleLocation) -> SiteCause:
-    if not isinstance(raw, dict) or set(raw) != _KEYS:
+    if not isinstance(raw, dict) or not _KEYS <= set(raw) or set(raw) - _KEYS - _FRAME_KEYS:
         keys = sorted(raw) if isinstance(raw, dict) else type(raw).__name__
-        raise RuleError(f"an entry has exactly the keys site, cause, source (got {keys})", where)
+        raise RuleError(f"an entry has the keys site, cause, source, and optionally frame, errno (got {keys})", where)
+    if "errno" in raw and raw.get("frame") is not True:
+        raise RuleError("errno is for a frame entry (frame: true)", where)
     if raw["cause"] not in CAUSES or raw["cause"] == "unknown":
         raise RuleError(f"unknown cause id {raw['cause']!r} (docs/causes.md lists them)", where)
     if not str(raw["site"]).strip() or not str(raw["source"]).strip():
         raise RuleError("site and source must not be empty", where)
-    return SiteCause(str(raw["site"]), str(raw["cause"]), str(raw["source"]), where)
+    errno = str(raw["errno"]) if raw.get("errno") else None
+    return SiteCause(str(raw["site"]), str(raw["cause"]), str(raw["source"]), where, raw.get("frame") is True, errno)
 
 
 @lru_cache(maxsize=1)
@@ -123,7 +132,27 @@ def _table() -> tuple[SiteCause, ...]:
 
 
 def cause_of(module: str, function: str, table: tuple[SiteCause, ...] | None = None) -> SiteCause | None:
-    return next((entry for entry in (table if table is not None else _table()) if entry.fits(module, function)), None)
+    """The cause the table gives a mined raise site (frame entries are for tracebacks only)."""
+    entries = table if table is not None else _table()
+    return next((entry for entry in entries if not entry.frame and entry.fits(module, function)), None)
+
+
+def _frame_site(failure: Failure, engine: str | None) -> SiteFinding | None:
+    """No mined site printed the failure: the innermost frame of its traceback, in the engine's own
+    code or a layer under it, that a frame entry of the table names (with the failure's errno family,
+    when the entry gives one)."""
+    packages = set(_packages(engine) or (*(p for own in ENGINE_PACKAGES.values() for p in own), *LAYERS))
+    for frame in failure.frames:  # innermost first
+        package = (frame.module or "").split(".", 1)[0]
+        if package not in packages or frame.module is None:
+            continue
+        module = frame.module.replace(".", "/") + ".py"
+        entry = next((e for e in _table() if e.frame and e.fits(module, frame.function)
+                      and (e.errno is None or e.errno == failure.errno)), None)  # fmt: skip
+        if entry is not None:
+            site = Site(package, module, frame.function, frame.line or 0, "frame", failure.exc_type or "", failure.message, ())
+            return SiteFinding(failure, SiteMatch(site, exact=False, score=1.0), entry)
+    return None
 
 
 def _packages(engine: str | None) -> tuple[str, ...] | None:
@@ -166,7 +195,7 @@ def find_site(ctx: Context) -> SiteFinding | None:
             found = words.match(text, exc_type=failure.exc_type, functions=functions, packages=packages)
             if found is not None:
                 return SiteFinding(failure, found, cause_of(found.site.module, found.site.function))
-    return None
+    return _frame_site(failures[0], ctx.engine) if failures[0].frames else None
 
 
 @dataclass(frozen=True)

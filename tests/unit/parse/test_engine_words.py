@@ -118,3 +118,15 @@ def test_the_shipped_anchors_are_those_of_its_sites() -> None:
     doc = json.loads(gzip.decompress(INDEX_FILE.read_bytes()))
     assert doc["format"] == 2
     assert doc["anchors"] == anchor_index(doc["sites"])
+
+
+def test_a_run_of_spaces_is_one_whitespace_run_in_the_regex() -> None:
+    # vLLM's TPU loader logs "Model was already initialized." + 29 spaces + "Loading weights inplace...":
+    # one `\s+` per space backtracked for 28 s on a line starting with "Model" that did not match
+    template = "Model was already initialized." + " " * 29 + "Loading weights inplace..."
+    rx = template_regex(template)
+    assert rx.pattern.count(r"\s+") == 6  # one per gap between its seven words
+    assert rx.fullmatch("Model was already initialized. Loading weights inplace...")
+    assert rx.fullmatch("Model was already initialized.\n        Loading  weights inplace...")
+    assert not rx.match("Model was already initialized." + " " * 40 + "Loading the weights")
+    assert template_regex(" leading and trailing ").fullmatch("  leading and trailing\t")

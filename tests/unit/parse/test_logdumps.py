@@ -118,3 +118,41 @@ def test_measured_stacks_win_over_dumps_in_the_log(tmp_path: Path) -> None:
     (root / "stacks" / "TP0.txt").write_text((FIXTURES / "stacks" / "sleeper.txt").read_text(encoding="utf-8"))
     evidence = read_bundle(root)
     assert with_pasted(evidence).stacks == evidence.stacks
+
+
+# vLLM's watchdog RFC (#56816 / PR #55700) proposes per-process stack dump files in faulthandler's
+# text. No vLLM release writes them (docs/engine-words.md, "The engines' own dumps"): a real process
+# writes one here the way such a watchdog would, `dump_traceback_later` firing while a rank waits.
+WATCHDOG_FILE_SCRIPT = """
+import faulthandler, sys, threading
+def init_process_group(ev):
+    ev.wait(5)
+def worker_busy_loop(ev):
+    init_process_group(ev)
+with open(sys.argv[1], "w") as dump:
+    faulthandler.dump_traceback_later(0.3, file=dump)
+    ev = threading.Event()
+    side = threading.Thread(target=init_process_group, args=(ev,), daemon=True)
+    side.start()
+    worker_busy_loop(ev)
+"""
+
+
+def test_a_watchdog_dump_file_in_stacks_reads_as_the_process_threads(tmp_path: Path) -> None:
+    # GIVEN a real per-process faulthandler dump file, as a bundle's stacks/PID.txt
+    root = bundle(tmp_path, "[2025-05-01 10:00:00 TP0] Init torch distributed begin.\n")
+    (root / "stacks").mkdir()
+    script = tmp_path / "watchdog.py"
+    script.write_text(WATCHDOG_FILE_SCRIPT, encoding="utf-8")
+    dump = root / "stacks" / "4242.txt"
+    subprocess.run([sys.executable, str(script), str(dump)], capture_output=True, text=True, timeout=60, check=True)
+    assert "most recent call first" in dump.read_text(encoding="utf-8")  # what CPython really wrote
+    # WHEN the bundle is read
+    evidence = read_bundle(root)
+    # THEN the file is one process's stacks: both threads, each waiting in init_process_group
+    assert [(s.label, s.pid) for s in evidence.stacks] == [("4242", 4242)]
+    assert not [m for m in evidence.missing if m.source == "stacks"]
+    threads = evidence.stacks[0].threads
+    assert len(threads) == 2
+    assert all(any(f.function == "init_process_group" for f in t.frames) for t in threads)
+    assert evidence.stacks[0].main is not None and evidence.stacks[0].main.frames[0].function == "wait"

@@ -148,6 +148,7 @@ def test_unknown_verdicts_carry_prior_candidates(evidence: Evidence, state: Stat
 
 @pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
 def test_table_counts_are_the_dev_corpus_counts() -> None:
+    # this checkout first: in a worktree the editable install is another checkout
     out = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "helpers" / "count_priors.py"), str(DEV_CORPUS)],
         capture_output=True, text=True, timeout=300, check=True, env={"PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "tests")])},  # this checkout, not an install
