@@ -106,7 +106,7 @@ class Format:
 
 def load_table(path: Path | None = None) -> tuple[FormatPhase, ...]:
     """The table, validated; a bad entry is a RuleError naming its file and line. Read with PyYAML's
-    safe loader here, below the rules' loader (classify/loader.py) in the layers."""
+    safe loader here, below the rules' loader (classify/language/loader.py) in the layers."""
     path = path or TABLE_FILE
     try:
         loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
