@@ -63,7 +63,7 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` selects: it reads the `integration` mark given here
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """CI runs the tests marked neither `lab` nor `integration` while the labs install (.ci/run), then
     the others: a test that skips without a lab but is not marked would be skipped there and
     deselected after, so it never ran. Refuse it. Every test under tests/integration is marked
@@ -78,3 +78,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.path.is_relative_to(integration):
             item.add_marker(pytest.mark.integration)
     items.sort(key=lambda item: item.get_closest_marker("lab") is None)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _group_node_ids(items)
+
+
+def _group_node_ids(items: list[pytest.Item]) -> None:
+    """Suffix each test marked `xdist_group(NAME)` with `@NAME`, the scope `--dist loadgroup` sends to
+    one worker. pytest-xdist 3.8's worker is meant to do it, but under pytest 9.2 its hook does not: the
+    tests of one group ran on different workers (each then started its own held lab run)."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._nodeid = f"{item.nodeid}@{'_'.join(names)}"
