@@ -5,6 +5,8 @@ path for pytest; no test edits sys.path)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -33,6 +35,18 @@ def stalled() -> Verdict:
 @pytest.fixture
 def view(stalled: Verdict) -> StaticView:
     return make_view(stalled)
+
+
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path, for a server that puts unix sockets in its TMPDIR: vLLM's ZMQ IPC
+    paths (a uuid under it) must fit 107 bytes, and under pytest-xdist tmp_path is 10 longer
+    (`popen-gwN/`): the vLLM TP=2 start failed on it."""
+    path = Path(tempfile.mkdtemp(prefix="hw-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

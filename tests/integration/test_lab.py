@@ -39,7 +39,7 @@ RECOVERING = ("kv-slow",)
 # two launchers on one host: on busy cores node 1 can come so late that node 0 is first stalled in the
 # rendezvous, rightly; the hang this scenario makes (TP1 opening a FIFO) begins at its onset: attach then
 ATTACH_AT_ONSET = ("tp2-one-rank-loading",)
-# hangs for good that other tests watch too (test_lab_first_look.py, the page test): one held run each
+# hangs for good that test_lab_first_look.py watches too: one held run each
 HELD = ("two-node-watchdog", "weights-fifo")
 
 

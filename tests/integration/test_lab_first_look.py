@@ -68,7 +68,7 @@ class _Watch:
 
 @pytest.mark.xdist_group(HELD_PREFIX + "weights-fifo")
 def test_lab_restart_mid_stall_sends_exactly_one_slack_message(held_lab: HeldScenarios, tmp_path: Path) -> None:
-    # GIVEN a real stall (the held weights-fifo run: test_lab.py's and the page's too) watched by a
+    # GIVEN a real stall (the held weights-fifo run, test_lab.py's too) watched by a
     # daemon that alerted Slack once (a real HTTP receiver)
     header, _ = held_lab.stuck("weights-fifo")
     slack = Receiver()

@@ -76,7 +76,7 @@ def test_fleet_names_the_node_whose_rank_is_still_loading(procs: Procs, browser:
                       on_timeout=lambda: get_json(fleet + "/snapshot")["fleet"])
     assert "TP1" in data["fleet"]["why"], data["fleet"]
     # and the page shows every node's ranks in one timeline and one tree, TP1 on node 1 apart
-    page = wait_until(lambda: (f := facts(browser)) and len(f["rows"]) >= 2 and f["outliers"] and f, 30, "the fleet page")
+    page = wait_until(lambda: (f := facts(browser)) and len(f["rows"]) >= 2 and f["outliers"] and f, 120, "the fleet page")
     node0_name = urls[0].removeprefix("http://")
     assert {f"{node0_name}/TP0", f"{node1_name}/TP1"} <= set(page["rows"]), page["rows"]
     # (on one host node 0's agent samples node 1's ranks too, as peers: TP1 may be drawn from either agent)
