@@ -5,6 +5,8 @@ path for pytest; no test edits sys.path)."""
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 from hangwatch.model import Verdict
 from hangwatch.watch.published import StaticView
+from helpers.labrun import HeldScenarios, held_groups
 from helpers.liveprocs import Spawner
 from helpers.serve_fixtures import make_verdict, make_view
 
@@ -34,6 +37,36 @@ def view(stalled: Verdict) -> StaticView:
     return make_view(stalled)
 
 
+@pytest.fixture
+def short_tmp() -> Iterator[Path]:
+    """A temp dir with a short path, for a server that puts unix sockets in its TMPDIR: vLLM's ZMQ IPC
+    paths (a uuid under it) must fit 107 bytes, and under pytest-xdist tmp_path is 10 longer
+    (`popen-gwN/`): the vLLM TP=2 start failed on it."""
+    path = Path(tempfile.mkdtemp(prefix="hw-", dir="/tmp"))
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def _held_lab_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HeldScenarios]:
+    held = HeldScenarios(tmp_path_factory.mktemp("held-lab"))
+    try:
+        yield held
+    finally:
+        held.close()
+
+
+@pytest.fixture
+def held_lab(request: pytest.FixtureRequest, _held_lab_runs: HeldScenarios) -> Iterator[HeldScenarios]:
+    """Lab scenarios that hang for good, started once for every test that watches them (the test is
+    marked `xdist_group("lab-held-SCENARIO")`); each is stopped after the last test that asks for it."""
+    yield _held_lab_runs
+    items = request.session.items
+    _held_lab_runs.release(held_groups(items[items.index(request.node) + 1:]))
+
+
 @pytest.fixture(autouse=True)
 def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Each test (and every hangwatch it starts) keeps past starts in its own folder: a start
@@ -43,11 +76,31 @@ def _own_state_dir(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     return state
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """CI runs the tests not marked `lab` while the labs install (.ci/run): a test that skips without
-    a lab but is not marked would be skipped there and deselected after, so it never ran. Refuse it."""
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: it reads the `integration` mark given here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """CI runs the tests marked neither `lab` nor `integration` while the labs install (.ci/run), then
+    the others: a test that skips without a lab but is not marked would be skipped there and
+    deselected after, so it never ran. Refuse it. Every test under tests/integration is marked
+    `integration`. The `lab` tests go first: each takes minutes, so that under xdist the short
+    tests fill the workers around them instead of a lab test starting last."""
+    integration = Path(__file__).parent / "integration"
     for item in items:
         skip_reasons = " ".join(str(mark.kwargs.get("reason", "")) for mark in item.iter_markers("skipif"))
         skips_without_a_lab = "HANGWATCH_LAB_PYTHON" in skip_reasons or "HANGWATCH_VLLM_PYTHON" in skip_reasons
         if skips_without_a_lab and item.get_closest_marker("lab") is None:
             raise pytest.UsageError(f"{item.nodeid} needs a lab: mark it `pytest.mark.lab`")
+        if item.path.is_relative_to(integration):
+            item.add_marker(pytest.mark.integration)
+    items.sort(key=lambda item: item.get_closest_marker("lab") is None)
+    if getattr(config.option, "loadgroup", False):  # an xdist worker under --dist loadgroup
+        _group_node_ids(items)
+
+
+def _group_node_ids(items: list[pytest.Item]) -> None:
+    """Suffix each test marked `xdist_group(NAME)` with `@NAME`, the scope `--dist loadgroup` sends to
+    one worker. pytest-xdist 3.8's worker is meant to do it, but under pytest 9.2 its hook does not: the
+    tests of one group ran on different workers (each then started its own held lab run)."""
+    for item in items:
+        names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
+        if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
+            item._nodeid = f"{item.nodeid}@{'_'.join(names)}"

@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,8 +78,13 @@ def _run(argv: list[str], env: dict[str, str], mark: str, tmp: Path) -> tuple[li
     log = tmp / "server.log"
     cmd = [HANGWATCH, "run", "--json", "--exit-on", "crashed,ready", "--timeout", str(START_TIMEOUT_S),
            "--no-preflight", "--log", str(log), "--", *argv]  # fmt: skip
-    full_env = {**os.environ, **env, MARKER: mark, "PYTHONUNBUFFERED": "1", "TMPDIR": str(tmp)}
-    done = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=START_TIMEOUT_S + 60)
+    # TMPDIR short: vLLM's ZMQ IPC paths under it must fit 107 bytes (tmp_path is longer under xdist)
+    short = Path(tempfile.mkdtemp(prefix="hw-", dir="/tmp"))
+    full_env = {**os.environ, **env, MARKER: mark, "PYTHONUNBUFFERED": "1", "TMPDIR": str(short)}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=full_env, timeout=START_TIMEOUT_S + 60)
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
     verdicts = [json.loads(line) for line in done.stdout.splitlines() if line.strip().startswith("{")]
     assert verdicts, done.stderr[-3000:]
     return verdicts, log

@@ -14,44 +14,26 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from helpers.labrun import Start, lab_runs
+from helpers.labrun import HELD_PREFIX, HeldScenarios
 from helpers.paths import ROOT
 from helpers.serve_support import Receiver
 from lab.expected import is_right
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
-ONSET_TIMEOUT_S = 600  # a start on 2 shared cores under load
 LATE_S = float(os.environ.get("HANGWATCH_LATE_ATTACH_S", "60"))
+TICKS_S = 15.0  # the restarted daemon's ticks watched after its first verdict (one a second)
 
 pytestmark = [
     pytest.mark.lab,
     pytest.mark.slow,
     pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)"),
 ]
-
-
-@pytest.fixture
-def lab() -> Iterator[Start]:
-    with lab_runs({"HANGWATCH_LAB_PYTHON": LAB_PYTHON}, hold_s=1200) as start:
-        yield start
-
-
-def _stuck(lab: Start, scenario: str, tmp: Path) -> tuple[dict[str, Any], float]:
-    """Start the scenario and wait for its onset; (header, onset epoch)."""
-    onset = tmp / "onset.json"
-    header = lab(scenario, "--onset-file", str(onset))
-    deadline = time.monotonic() + ONSET_TIMEOUT_S
-    while not onset.exists() and time.monotonic() < deadline:
-        time.sleep(1.0)
-    assert onset.exists(), f"{scenario} never reached its onset"
-    return header, float(json.loads(onset.read_text())["t"])
 
 
 class _Watch:
@@ -84,9 +66,11 @@ class _Watch:
         self._thread.join(5)
 
 
-def test_lab_restart_mid_stall_sends_exactly_one_slack_message(lab: Start, tmp_path: Path) -> None:
-    # GIVEN a real stall watched by a daemon that alerted Slack once (a real HTTP receiver)
-    header, _ = _stuck(lab, "weights-fifo", tmp_path)
+@pytest.mark.xdist_group(HELD_PREFIX + "weights-fifo")
+def test_lab_restart_mid_stall_sends_exactly_one_slack_message(held_lab: HeldScenarios, tmp_path: Path) -> None:
+    # GIVEN a real stall (the held weights-fifo run, test_lab.py's too) watched by a
+    # daemon that alerted Slack once (a real HTTP receiver)
+    header, _ = held_lab.stuck("weights-fifo")
     slack = Receiver()
     env = {**os.environ, "HANGWATCH_SLACK_WEBHOOK": slack.url}
     args = [HANGWATCH, "attach", str(header["pid"]), "--json", "--history", str(tmp_path / "history.sqlite")]
@@ -100,7 +84,10 @@ def test_lab_restart_mid_stall_sends_exactly_one_slack_message(lab: Start, tmp_p
         # WHEN the daemon is killed with -9 and restarted on the same history, mid-stall
         second = _Watch(args, env)
         try:
-            second.until(lambda v: False, 60)  # its start (slow under load), first look and ticks
+            # its start (slow under load) and first look, then ticks: a message it would send for the
+            # stall goes out right after the verdict that opens it (the dispatcher's own thread)
+            assert second.until(lambda v: True, 240), "the restarted daemon printed no verdict"
+            second.until(lambda v: False, TICKS_S)
         finally:
             second.kill9()
         time.sleep(2.0)  # a message it queued would be posted by now
@@ -112,10 +99,12 @@ def test_lab_restart_mid_stall_sends_exactly_one_slack_message(lab: Start, tmp_p
         slack.close()
 
 
-def test_lab_late_attach_is_stalled_from_its_first_verdict(lab: Start, tmp_path: Path) -> None:
+@pytest.mark.xdist_group(HELD_PREFIX + "two-node-watchdog")
+def test_lab_late_attach_is_stalled_from_its_first_verdict(held_lab: HeldScenarios) -> None:
     # GIVEN a two-node start stuck in the rendezvous whose soft watchdog repeats a line every 5 s
-    # (the log file keeps being written: only its timestamps prove nothing new came)
-    header, onset = _stuck(lab, "two-node-watchdog", tmp_path)
+    # (the log file keeps being written: only its timestamps prove nothing new came); the held run,
+    # test_lab.py's too
+    header, onset = held_lab.stuck("two-node-watchdog")
     time.sleep(max(0.0, onset + LATE_S - time.time()))
     # WHEN hangwatch attaches LATE_S into the stall
     done = subprocess.run([HANGWATCH, "attach", str(header["pid"]), "--json", "--exit-on", "stalled,crashed,ready",

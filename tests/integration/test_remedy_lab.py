@@ -161,7 +161,8 @@ VLLM_PYTHON = os.environ.get("HANGWATCH_VLLM_PYTHON") or str(ROOT / ".vllm-venv"
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.skipif(not Path(VLLM_PYTHON).exists(), reason="no vLLM lab venv (lab/install_vllm.sh, or set HANGWATCH_VLLM_PYTHON)")
-def test_lab_vllm_taken_master_port_of_a_two_node_launch_is_never_relaunched(procs: Procs, tmp_path: Path) -> None:
+def test_lab_vllm_taken_master_port_of_a_two_node_launch_is_never_relaunched(procs: Procs, tmp_path: Path,
+                                                                             short_tmp: Path) -> None:
     """Every node must be given the same --master-port: changing node 0's alone is not safe, so the
     crash is reported with its remedy text and nothing is relaunched."""
     from lab import _procs
@@ -174,7 +175,7 @@ def test_lab_vllm_taken_master_port_of_a_two_node_launch_is_never_relaunched(pro
                 "--port", str(http), *VLLM_FLAGS, "--enforce-eager", *TP2_FLAGS, "--nnodes", "2", "--node-rank", "0",
                 "--master-addr", "127.0.0.1", "--master-port", str(master)]  # fmt: skip
         env = _env(**TP2_ENV, VLLM_TARGET_DEVICE="cpu", VLLM_CPU_KVCACHE_SPACE="1", VLLM_CACHE_ROOT=str(tmp_path / "vc"),
-                   TMPDIR=str(tmp_path), XDG_STATE_HOME=str(tmp_path / "state"))
+                   TMPDIR=str(short_tmp), XDG_STATE_HOME=str(tmp_path / "state"))  # ZMQ IPC paths: 107 bytes
         watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "crashed", "--timeout", "400",
                                  "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
         code, lines, err = finish(watch, 500)

@@ -179,7 +179,7 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_vllm_tp2_run_from_any_pid_roles_ranks_and_ready(tmp_path: Path) -> None:
+def test_vllm_tp2_run_from_any_pid_roles_ranks_and_ready(tmp_path: Path, short_tmp: Path) -> None:
     """The one TP=2 start of the suite, started by `hangwatch run -- vllm serve ...`: discovery
     from every pid of the tree, before and after the workers get their TP titles; ready."""
     from hangwatch.engines import get_engine
@@ -189,7 +189,7 @@ def test_vllm_tp2_run_from_any_pid_roles_ranks_and_ready(tmp_path: Path) -> None
     marker = f"vllm-tp2-{os.getpid()}"
     port = _free_port()
     env = {**os.environ, "HANGWATCH_TEST_RUN": marker, "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_OMP_THREADS_BIND": "0|1",
-           "TMPDIR": str(tmp_path), "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
+           "TMPDIR": str(short_tmp), "VLLM_CACHE_ROOT": str(tmp_path / "vllm-cache")}
     serve = [VLLM_PYTHON, str(Path(VLLM_PYTHON).parent / "vllm"), "serve", str(ROOT / "lab" / ".work" / "tiny-llama-hd64"),
              "--port", str(port), "--host", "127.0.0.1", "--max-model-len", "512", "--dtype", "float32", "--enforce-eager",
              "--tensor-parallel-size", "2", "--distributed-executor-backend", "mp"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from helpers.chrome import Browser
+from helpers.labrun import TWO_NODE_TP2_GROUP
 from helpers.pageprocs import HANGWATCH, ROOT, Procs, free_port, get_json, wait_until
 from helpers.promserver import PROMETHEUS, Prometheus
 
@@ -43,6 +44,7 @@ def _fleet_json(url: str) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
+@pytest.mark.xdist_group(TWO_NODE_TP2_GROUP)
 def test_fleet_from_prometheus_names_the_lab_node_still_loading(procs: Procs, browser: Browser, tmp_path: Path) -> None:
     lab = procs.start([sys.executable, str(ROOT / "lab" / "run.py"), "tp2-one-rank-loading", "--hold", "600"], "lab",
                       env={"HANGWATCH_LAB_PYTHON": LAB_PYTHON})

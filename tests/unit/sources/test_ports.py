@@ -18,6 +18,13 @@ HAVE_SS = shutil.which("ss") is not None
 BACKENDS = [pytest.param("ss", marks=pytest.mark.skipif(not HAVE_SS, reason="no ss here")), "/nonexistent/ss"]
 
 
+def _own_name() -> str:
+    """This process's name as the kernel gives it to ss and /proc: "python", or the title a
+    pytest-xdist worker gives itself ("[pytest-xdist r", cut to 15 bytes)."""
+    with open("/proc/self/comm") as fh:
+        return fh.read().strip()
+
+
 @pytest.fixture
 def listener() -> Iterator[int]:
     sock = socket.socket()
@@ -42,7 +49,7 @@ def listener6() -> Iterator[int]:
 @pytest.mark.parametrize("ss", BACKENDS)
 def test_our_listening_socket_with_its_owner(ss: str, listener: int) -> None:
     sockets, text = read_listening(ss=ss)
-    assert port_owner(sockets, listener) == ListeningSocket("127.0.0.1", listener, os.getpid(), "python")
+    assert port_owner(sockets, listener) == ListeningSocket("127.0.0.1", listener, os.getpid(), _own_name())
     assert text.splitlines()[0].startswith("State")
     assert f"127.0.0.1:{listener}" in text and f"pid={os.getpid()}," in text
 
@@ -50,7 +57,7 @@ def test_our_listening_socket_with_its_owner(ss: str, listener: int) -> None:
 @pytest.mark.parametrize("ss", BACKENDS)
 def test_ipv6(ss: str, listener6: int) -> None:
     sockets, text = read_listening(ss=ss)
-    assert port_owner(sockets, listener6) == ListeningSocket("::1", listener6, os.getpid(), "python")
+    assert port_owner(sockets, listener6) == ListeningSocket("::1", listener6, os.getpid(), _own_name())
     assert f"[::1]:{listener6}" in text
 
 
