@@ -1,4 +1,4 @@
-"""The live sources as the watch loop uses them: timed, and each failure turned into `Missing`.
+"""The live sources as the watch loop reads them: one `Reading` a tick, timed, each failure a `Missing`.
 
 A source that cannot run (no NVML, no py-spy, ptrace refused, no `ss` and no /proc/net) costs
 one `Missing` entry with the fix, and the loop carries on with the rest. Sources that cannot start
@@ -11,21 +11,12 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from collections.abc import Sequence
+from typing import Any
 
-from hangwatch.engines import Engine, get_engine, guess_engine, server_roles
+from hangwatch.engines import Engine, get_engine, guess_engine
 from hangwatch.errors import SourceUnavailable
-from hangwatch.model import (
-    EndpointAnswer,
-    GpuInfo,
-    ListeningSocket,
-    LogLine,
-    Missing,
-    ProcessRecord,
-    ProcessStack,
-)
+from hangwatch.model import EndpointAnswer, GpuInfo, ListeningSocket, LogLine, Missing, ProcessRecord
 from hangwatch.parse.logs import matched_text, read_log_lines
 from hangwatch.parse.runtimelog import sniff_format
 from hangwatch.sources.health import HealthProber
@@ -35,12 +26,11 @@ from hangwatch.sources.logtail import LogTail
 from hangwatch.sources.peers import find_peers
 from hangwatch.sources.ports import read_listening
 from hangwatch.sources.procs import ProcessSampler
+from hangwatch.watch.reading import EVERY, Reading, StackRound, StackTarget
 from hangwatch.watch.skim import TRACEBACK_LINES, phase_needles, rule_needles, skim
 
-__all__ = ["LiveSources", "Sources", "StackTarget", "stack_targets", "engine_version"]
+__all__ = ["LiveSources", "engine_version", "find_pyspy"]
 
-# Processes worth a stack: every Python process of the server. Compilers are not Python, and
-# "other" children (a shell, a torch compile worker pool) would only add noise and py-spy time.
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
 _PEERS_RESCAN_S = 10.0  # a scan reads every process's command line: a few ms, not every tick
@@ -70,26 +60,6 @@ _RESCUE_PIECE = 16 << 20
 _RESCUE_BYTES = 64 << 10  # of a traceback: its first TRACEBACK_LINES lines within these
 
 
-@dataclass(frozen=True)
-class StackTarget:
-    pid: int
-    label: str
-
-
-def stack_targets(procs: Iterable[ProcessRecord], limit: int) -> list[StackTarget]:
-    """The alive Python processes of the server, labelled by rank, else by pid (BUNDLE.md)."""
-    alive = [p for p in procs if p.alive and p.role != "compiler"]
-    known = [p for p in alive if p.role in server_roles()]  # the engines' own processes, not compilers
-    chosen = known or [p for p in alive if "python" in p.cmdline.split(" ", 1)[0]]
-    seen: set[str] = set()
-    targets = []
-    for proc in chosen[:limit]:
-        label = proc.rank if proc.rank and proc.rank not in seen else str(proc.pid)
-        seen.add(label)
-        targets.append(StackTarget(proc.pid, label))
-    return targets
-
-
 def find_pyspy() -> str:
     """$HANGWATCH_PYSPY, py-spy on PATH, else the one installed beside this Python (a venv not on PATH)."""
     chosen = os.environ.get("HANGWATCH_PYSPY")
@@ -100,43 +70,6 @@ def find_pyspy() -> str:
         return found
     beside = os.path.join(os.path.dirname(sys.executable), "py-spy")
     return beside if os.access(beside, os.X_OK) else "py-spy"
-
-
-class Sources(Protocol):
-    """What the watch loop reads, one call per source per tick; a failure is a `Missing`, never
-    an exception. `LiveSources` reads the real machine; tests hand recorded ones (tests/unit/watch)."""
-
-    root_pid: int
-    latencies: dict[str, float]
-    ports: tuple[ListeningSocket, ...]
-    ports_text: str | None
-    engine_changed: bool
-    endpoint: EndpointAnswer | None  # the engine's health endpoint, asked only when no log is readable
-
-    @property
-    def engine_name(self) -> str | None: ...
-    @property
-    def log_path(self) -> str | None: ...
-    @property
-    def log_bytes_seen(self) -> int: ...
-    @property
-    def stacks_possible(self) -> bool: ...
-    def parse_lines(self, data: bytes, start_lineno: int) -> Sequence[LogLine]: ...
-    def read_log(self) -> bytes: ...
-    def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
-        """The server's process tree; SourceUnavailable once its root is gone. `rescan=False`:
-        the processes of the last scan read again, without looking for new ones (ladder)."""
-        ...
-    def read_ports(self) -> None: ...
-    def read_health(self) -> None: ...
-    def read_gpus(self) -> tuple[GpuInfo, ...] | None: ...
-    def engine_for(self, lines: Sequence[LogLine]) -> Any: ...
-    def dump(self, targets: Sequence[StackTarget], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]: ...
-    def set_stack_missing(self, missing: Sequence[Missing], *, any_ok: bool) -> None: ...
-    def note_missing(self, exc: SourceUnavailable) -> None: ...
-    def clear_missing(self, source: str) -> None: ...
-    def missing(self) -> tuple[Missing, ...]: ...
-    def close(self) -> None: ...
 
 
 class LiveSources:
@@ -156,7 +89,6 @@ class LiveSources:
         self._missing: dict[str, Missing] = {}
         self.ports: tuple[ListeningSocket, ...] = ()
         self.ports_text: str | None = None
-        self.engine_changed = False
         self._engine_name: str | None = getattr(server, "engine", None)
         self._engine: Engine | None = None
         self._caught_up = False
@@ -171,7 +103,33 @@ class LiveSources:
         self.peers: tuple[int, ...] = ()
         self._peers_at = float("-inf")
 
+    def read(self, parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
+        """One reading of `parts`, in the order each needs the one before (health: the ports)."""
+        log = self.read_log() if "log" in parts else b""
+        procs, gone = self._procs(rescan) if "procs" in parts else (None, None)
+        if "ports" in parts:
+            self.read_ports()
+        if "health" in parts:
+            self.read_health()
+        gpus = self.read_gpus() if "gpus" in parts else None
+        return Reading(log=log, log_bytes_seen=self.log_bytes_seen, procs=procs, launcher_gone=gone, ports=self.ports,
+                       ports_text=self.ports_text, endpoint=self.endpoint, gpus=gpus,
+                       stacks_possible=self.stacks_possible, missing=self.missing(), timings=dict(self.latencies))
+
+    def _procs(self, rescan: bool) -> tuple[tuple[ProcessRecord, ...] | None, Missing | None]:
+        try:
+            records = tuple(self.read_procs(rescan=rescan))
+            self.clear_missing("procs")
+            return records, None
+        except SourceUnavailable as exc:  # the launcher is gone: the loop keeps what it saw, marked exited
+            return None, Missing(exc.source, exc.reason, exc.hint)
+        except OSError as exc:  # out of file descriptors (EMFILE) and the like: transient, the server is not gone
+            self.note_missing(SourceUnavailable("procs", f"cannot read /proc now: {exc.strerror or exc}",
+                                                "raise the open-file limit (LimitNOFILE=)"))
+            return None, None
+
     def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
+        """The server's process tree; SourceUnavailable once its root is gone."""
         with self._timed("procs"):
             return self._sampler.sample(self.root_pid, self._current_peers(), rescan=rescan)
 
@@ -378,14 +336,12 @@ class LiveSources:
     def engine_name(self) -> str | None:
         return self._engine_name
 
-    def engine_for(self, lines: Sequence[LogLine]) -> Any:
+    def engine_for(self, lines: Sequence[LogLine]) -> Engine | None:
         """The engine, guessed from the log and command line when discover() could not tell."""
-        self.engine_changed = False
         if self._engine is None and self._engine_name is None:
             self._engine_name = guess_engine(list(lines)[-2000:], getattr(self.server, "cmdline", "") or "")
         if self._engine is None and self._engine_name is not None:
             self._engine = get_engine(self._engine_name)
-            self.engine_changed = True
         return self._engine
 
     # ---------------------------------------------------------------- ports, GPUs
@@ -422,7 +378,7 @@ class LiveSources:
     def stacks_possible(self) -> bool:
         return time.monotonic() >= self._pyspy_retry_at
 
-    def dump(self, targets: Sequence[StackTarget], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]:
+    def dump(self, targets: Sequence[StackTarget], native: bool) -> StackRound:
         """One round of stacks of `targets` in parallel (runs on the loop's worker thread)."""
         from hangwatch.sources.pyspy import dump_many
 
@@ -432,22 +388,14 @@ class LiveSources:
                                        timeout_s=self.config.stack_timeout_s, pyspy=find_pyspy())
         except SourceUnavailable as exc:  # py-spy absent: nothing to dump with
             self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
-            return [], [Missing(exc.source, exc.reason, exc.hint)]
+            return StackRound((), (Missing(exc.source, exc.reason, exc.hint),), native)
         except OSError as exc:  # cannot start py-spy now (EMFILE, EAGAIN): try again later
             self._pyspy_retry_at = time.monotonic() + _PYSPY_RETRY_S
             error = _transient("stacks", exc)
-            return [], [Missing(error.source, error.reason, error.hint)]
-        self.latencies["stacks_native" if native else "stacks"] = round(time.monotonic() - started, 4)
-        return list(dumps), list(missing)
-
-    def set_stack_missing(self, missing: Sequence[Missing], *, any_ok: bool) -> None:
-        """Keep the first reason stacks could not be taken; forget it once every rank dumps fine."""
-        if missing:
-            first = missing[0]
-            extra = f" ({len(missing)} processes)" if len(missing) > 1 else ""
-            self._missing["stacks"] = Missing("stacks", first.reason + extra, first.hint)
-        elif any_ok:
-            self.clear_missing("stacks")
+            return StackRound((), (Missing(error.source, error.reason, error.hint),), native)
+        if dumps:  # py-spy runs: the loop's own record of the rounds says what is missing now
+            self._missing.pop("stacks", None)
+        return StackRound(tuple(dumps), tuple(missing), native, round(time.monotonic() - started, 4))
 
     # ---------------------------------------------------------------- timing
 
