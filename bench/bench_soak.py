@@ -46,7 +46,7 @@ from hangwatch.sinks.api import create_app, serve_in_thread  # noqa: E402
 from hangwatch.sinks.store import HistoryStore, Retention  # noqa: E402
 from hangwatch.sources.logtail import LogTail  # noqa: E402
 from hangwatch.watch import WatchConfig, Watcher  # noqa: E402
-from hangwatch.watch.published import StaticView  # noqa: E402
+from hangwatch.watch.published import LatestView  # noqa: E402
 from helpers.recorded_sources import RecordedSources, proc, server  # noqa: E402
 
 SERVER = "sim-sglang:30000"
@@ -126,7 +126,7 @@ class Log:
             self.rotations += 1
 
 
-def one_start(n: int, log: Log, rules: list[Any], view: StaticView, dispatcher: AlertDispatcher, ticks: int,
+def one_start(n: int, log: Log, rules: list[Any], view: LatestView, dispatcher: AlertDispatcher, ticks: int,
               clock: list[float], serving_lines: int) -> str:
     kind = "crash" if n % 10 == 3 else "stall" if n % 10 == 7 else "healthy"
     sim = SimulatedServer(log.path, 1000 + 10 * n)
@@ -238,7 +238,7 @@ def main() -> None:
                                                      every_writes=100))
         sink = WebhookSink(f"http://127.0.0.1:{receiver.server_address[1]}/hook")
         dispatcher = AlertDispatcher([sink], store, policy=RetryPolicy(attempts=None))
-        view = StaticView(SERVER, started_at=time.time())
+        view = LatestView(SERVER, started_at=time.time())
         api = serve_in_thread(create_app(view, store=store, rate=None), "127.0.0.1", 0)
         log = Log(tmp / "server.log", int(args.rotate_mib * 2**20))
         clock, rows, at, ends = [0.0], [], [], {}

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 from hangwatch.engines import server_roles
 from hangwatch.model import EndpointAnswer, GpuInfo, ListeningSocket, LogLine, Missing, ProcessRecord, ProcessStack
 
-__all__ = ["EVERY", "Reading", "Sources", "StackRound", "StackTarget", "stack_targets"]
+__all__ = ["EVERY", "Reading", "Sources", "StackRound", "StackTarget", "merged_missing", "stack_targets", "transient"]
 
 # the parts of a reading; a tick reads them all but the ports of a ready server (ladder.rescan_due)
 EVERY = frozenset({"log", "procs", "ports", "health", "gpus"})
@@ -89,3 +89,13 @@ def stack_targets(procs: Iterable[ProcessRecord], limit: int) -> list[StackTarge
         seen.add(label)
         targets.append(StackTarget(proc.pid, label))
     return targets
+
+
+def merged_missing(missing: Sequence[Missing], extra: Sequence[Missing]) -> tuple[Missing, ...]:
+    """A reading's missing sources and the loop's own (the launcher gone, stacks): one per source, the loop's last."""
+    return tuple({m.source: m for m in (*missing, *extra)}.values())
+
+
+def transient(source: str, exc: OSError) -> Missing:
+    """An OSError while reading (out of file descriptors, say) as a Missing entry: the loop goes on."""
+    return Missing(source, f"cannot read now: {exc.strerror or exc}", "raise the open-file limit (LimitNOFILE=)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from hangwatch.classify.memo import ScanMemo
 from hangwatch.classify.stacktree import merge_stacks
-from hangwatch.model import GpuSample, Missing, StallEpisode, State, Verdict
+from hangwatch.model import GpuSample, StallEpisode, State, Verdict
 from hangwatch.watch.budgets import Book
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
 from hangwatch.watch.config import WatchConfig, live_rules
@@ -33,12 +33,12 @@ from hangwatch.watch.learning import BudgetLearner, elapsed_s, where
 from hangwatch.watch.livesources import LiveSources
 from hangwatch.watch.logfollow import LogFollower
 from hangwatch.watch.lognews import file_age
-from hangwatch.watch.observation import Observation, Progress, StackSnapshot, TransitionRecord
+from hangwatch.watch.observation import Observation, Progress
 from hangwatch.watch.processes import ProcessTable
-from hangwatch.watch.progress import ProgressTracker, snapshot_of
-from hangwatch.watch.published import StaticView
-from hangwatch.watch.reading import EVERY, Reading, Sources, stack_targets
-from hangwatch.watch.rings import GpuRing, VerdictChange, VerdictChanges
+from hangwatch.watch.progress import ProgressTracker, Snapshot, snapshot_of
+from hangwatch.watch.published import LatestView, Published
+from hangwatch.watch.reading import EVERY, Reading, Sources, merged_missing, stack_targets
+from hangwatch.watch.rings import GpuRing, VerdictChanges
 from hangwatch.watch.server import server_info, server_name
 from hangwatch.watch.stackrounds import StackRounds
 from hangwatch.watch.stacks import StackBook
@@ -65,17 +65,18 @@ class Watcher:
         self.log = LogFollower(self.sources.parse_lines, max_lines=config.evidence_log_lines,
                                quiet_before_s=file_age(self.sources.log_path, self.started_wall))
         self.processes = ProcessTable(self.sources.root_pid)
-        self.gpus, self.stacks, self.progress = GpuRing(), StackBook(), ProgressTracker(config.thresholds, config.recent_signals_s)
+        self.gpus, self.stacks = GpuRing(), StackBook()
+        self.progress = ProgressTracker(config.thresholds, config.recent_signals_s)
         self.rounds = StackRounds(self.sources.dump, config.ladder)
         self.learner = BudgetLearner(book if config.learn else None, config.budget_policy)
         self.transitions = VerdictChanges()
-        self.view = StaticView(server_name(server), started_at=self.started_wall)
+        self.view = LatestView(server_name(server), started_at=self.started_wall)
         # this server's log caches, so a tick classifies only the lines that arrived (classify.memo)
         self._decider = Decider(self.rules, config.min_hold_s, config.budget_policy, memo=ScanMemo())
         self._server_info = server_info(server)
         self._reading, self._motion = Reading(), list[Motion]()
-        self._verdict: Verdict | None = None
-        self._raw: Verdict | None = None
+        self._verdict: Verdict | None = None  # as published at the last tick
+        self._raw: Verdict | None = None  # as the classifier alone said it
         self._observation: Observation | None = None
         self._lock = threading.RLock()
         self._stop: str | None = None  # a stop someone asked for (note_stop): its exit is no crash
@@ -135,18 +136,20 @@ class Watcher:
         for round_ in self.rounds.finished():
             self.rounds.forget_except(self.stacks.store(t, round_, self.processes.procs))
 
-    def _snapshot(self, t: float):  # -> progress.Snapshot
+    def _snapshot(self, t: float) -> Snapshot:
         return snapshot_of(t, self._reading.log_bytes_seen, self.log.news.total, self.gpus.latest(),
                            self.processes.procs, self.stacks.marks)
 
     def _schedule_stacks(self, t: float) -> None:
         targets = stack_targets(self.processes.procs, self.config.max_stack_targets)
-        if targets and self._reading.stacks_possible:
-            verdict = self._verdict
-            self.rounds.schedule(t, targets, log_quiet_s=self.log.since_news_s(t), have_stacks=bool(self.stacks.ring.labels()),
-                                 ready=verdict is not None and verdict.state is State.READY,
-                                 stalled=verdict is not None and verdict.state is State.STALLED,
-                                 quiet_s=self.progress.since_last_progress(t, self.log.news.quiet_before_s), budget_left_s=self.learner.budget_left(t), latest=self.stacks.latest())
+        if not targets or not self._reading.stacks_possible:
+            return
+        state = self._verdict.state if self._verdict is not None else None
+        self.rounds.schedule(
+            t, targets, log_quiet_s=self.log.since_news_s(t), have_stacks=bool(self.stacks.ring.labels()),
+            ready=state is State.READY, stalled=state is State.STALLED, latest=self.stacks.latest(),
+            quiet_s=self.progress.since_last_progress(t, self.log.news.quiet_before_s),
+            budget_left_s=self.learner.budget_left(t))
 
     def _observe(self, t: float) -> Observation:
         reading, stacks = self._reading, self.stacks.latest()
@@ -161,12 +164,12 @@ class Watcher:
             t=round(t, 3), wall=self.started_wall + t, started_wall=self.started_wall, server=self._server_info,
             procs=tuple(self.processes.procs), phases=phase_spans(self.log.ring.phases),
             phase_events=tuple(tp.event for tp in self.log.ring.phases), gpus=tuple(self.gpus.samples), stacks=stacks,
-            stack_samples=tuple(StackSnapshot(s.stack, s.raw) for s in self.stacks.ring.all()),
+            stack_samples=tuple(self.stacks.ring.all()),
             stack_tree=merge_stacks(stacks.values(), prefer), ports=reading.ports, ports_text=reading.ports_text,
             progress=Progress(quiet, self.log.quiet_s(t), self.progress.recent_signals()),
-            missing=_merged(reading.missing, extra), timings={**reading.timings, **self.stacks.timings},
+            missing=merged_missing(reading.missing, extra), timings={**reading.timings, **self.stacks.timings},
             log=tuple(lines[-self.config.evidence_log_lines:]), log_tail=self.log.ring.raw_tail(),
-            transitions=tuple(_record(tr) for tr in self.transitions.items()), wait_since=self.stacks.wait_since(t, quiet),
+            transitions=tuple(tr.record() for tr in self.transitions.items()), wait_since=self.stacks.wait_since(t, quiet),
             endpoint=reading.endpoint, preflight=self.config.preflight, stop=self._stop,
         )  # fmt: skip
 
@@ -186,16 +189,13 @@ class Watcher:
     def _publish(self, obs: Observation, verdict: Verdict) -> Observation:
         changed = self.transitions.offer(obs.t, obs.wall, verdict)
         if changed:  # the observation carries the transition it caused
-            obs = replace(obs, transitions=tuple(_record(tr) for tr in self.transitions.items()))
-        self._observation = obs
-        self.view.publish(
-            verdict=verdict,
-            verdict_time=self._wall() if changed or self.view.verdict_time() is None else self.view.verdict_time(),
-            stacks=stacks_json(obs.stacks), stack_tree=obs.stack_tree,
+            obs = replace(obs, transitions=tuple(tr.record() for tr in self.transitions.items()))
+        self._observation, before = obs, self.view.latest().verdict_time
+        self.view.publish(Published(
+            verdict=verdict, verdict_time=self._wall() if changed or before is None else before, observation=obs,
+            stacks=stacks_json(obs.stacks), stack_tree=obs.stack_tree, gpu_samples=obs.gpus, sampler_latencies=obs.timings,
             timeline={rank: [span.to_dict() for span in spans] for rank, spans in obs.phases.items()},
-            gpu_samples=list(obs.gpus), sampler_latencies=dict(obs.timings),
-            bundle_files=lambda: bundle_files(obs), observation=obs, tick=True,
-        )
+            bundle=lambda: bundle_files(obs)), tick=True)
         return obs
 
     # ---------------------------------------------------------------- read access and control
@@ -246,14 +246,3 @@ class Watcher:
     def close(self) -> None:
         self.rounds.close()
         self.sources.close()
-
-
-def _merged(missing: Sequence[Missing], extra: Sequence[Missing]) -> tuple[Missing, ...]:
-    """The reading's missing sources and the loop's own (the launcher gone, stacks): one per source."""
-    return tuple({m.source: m for m in (*missing, *extra)}.values())
-
-
-def _record(change: VerdictChange) -> TransitionRecord:
-    v = change.verdict
-    return TransitionRecord(change.t, change.wall, v.state.value, v.cause, v.rule, tuple(v.ranks),
-                            v.phase.value if v.phase else None)

@@ -59,7 +59,7 @@ def test_observation_is_frozen_plain_data_with_what_the_tick_saw() -> None:
     assert "main" in observation.phases and observation.phases["main"][-1].phase == "weight_load"
     with pytest.raises(AttributeError):
         observation.t = 5.0  # type: ignore[misc]
-    assert verdict.state is State.STARTING and watcher.view.observation() is observation
+    assert verdict.state is State.STARTING and watcher.view.latest().observation is observation
 
 
 def test_a_stack_that_changed_on_the_way_into_the_hang_does_not_end_the_stall() -> None:
