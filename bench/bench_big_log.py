@@ -17,6 +17,7 @@ The disk: each big file is sparse (a few MiB on disk) and deleted at the end.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
@@ -25,6 +26,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
@@ -54,6 +56,31 @@ def make_big(path: Path, start: bytes, size: int) -> None:
         fh.write(serving(16 << 20))  # real lines in the start tail and in the stretch searched before it
 
 
+class Serving:
+    """Appends a serving line to `path` every `every` s while running: the server a big log comes from,
+    busy (its batch counters move: news, which ends the first look early)."""
+
+    def __init__(self, path: Path, every: float = 0.05) -> None:
+        self.path, self.every, self.stop = path, every, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        n = 0
+        with open(self.path, "ab") as fh:
+            while not self.stop.wait(self.every):
+                fh.write(SERVING % (n % 60, 8 + n % 97))
+                fh.flush()
+                n += 1
+
+    def __enter__(self) -> Serving:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        self.thread.join(5)
+
+
 def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli_runs: bool = True) -> None:
     from hangwatch.classify import load_rules
     from hangwatch.sources.discover import discover
@@ -62,36 +89,62 @@ def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli
     big = tmp / f"big-{gib}.log"
     try:
         make_big(big, start, gib << 30)
-        cli, inproc, log_s = [], [], []
-        for _ in range(repeat if cli_runs else 0):
-            t0 = time.perf_counter()
-            out = subprocess.run([HANGWATCH, "attach", str(pid), "--log", str(big), "--json", "--exit-on",
-                                  "ready,stalled,crashed,starting,progressing"], capture_output=True, timeout=120)
-            cli.append(time.perf_counter() - t0)
-            assert out.stdout.strip(), out.stderr.decode()[-500:]
-        rules = load_rules()
-        small = tmp / "start-only.log"
-        small.write_bytes(start)
-        reference = []
-        for _ in range(repeat):
-            for path, times in ((big, inproc), (small, reference)):
+        for serving in (True, False):
+            cli = []
+            for _ in range(repeat if cli_runs else 0):
                 t0 = time.perf_counter()
-                watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(path)))
-                _, verdict = watcher.tick()
-                times.append(time.perf_counter() - t0)
-                if path == big:
-                    log_s.append(watcher.sources.latencies.get("log", 0.0))
-                    phases = sorted({p.event.phase.value for p in watcher.log.ring.phases})
-                    seen = watcher.sources.log_bytes_seen
-                    state = verdict.state.value
-                watcher.close()
-        from_start = f"{_spread(cli)} s from process start (`hangwatch attach`); " if cli else ""
-        print(f"1. first verdict on a {gib} GiB log: {from_start}"
-              f"in process {_spread(inproc)} s (discover + first tick; of it reading the log, seeks and skims included, {_spread(log_s)} s), the same "
-              f"on the {len(start) / 1024:.0f} KiB start alone {_spread(reference)} s; {state}, phases {', '.join(phases)}; "
-              f"{seen / 2**20:.1f} MiB read; load average {os.getloadavg()[0]:.1f}")
+                with Serving(big) if serving else contextlib.nullcontext():
+                    out = subprocess.run([HANGWATCH, "attach", str(pid), "--log", str(big), "--json", "--exit-on",
+                                          "ready,stalled,crashed,starting,progressing"], capture_output=True, timeout=120)
+                cli.append(time.perf_counter() - t0)
+                assert out.stdout.strip(), out.stderr.decode()[-500:]
+            rules = load_rules()
+            small = tmp / "start-only.log"
+            small.write_bytes(start)
+            inproc, look, reference, cpu = [], [], [], []
+            for _ in range(repeat):
+                for path, times in ((big, inproc), (small, reference)):
+                    with Serving(path) if serving else contextlib.nullcontext():
+                        t0, c0 = time.perf_counter(), time.process_time()
+                        watcher = Watcher(discover(pid), rules, WatchConfig(log_path=str(path)))
+                        looked = _timed(watcher, "_first_look")
+                        _, verdict = watcher.tick()
+                        times.append(time.perf_counter() - t0)
+                        spent = time.process_time() - c0
+                    if path == big:
+                        cpu.append(spent)
+                        look.append(looked[0])
+                        phases = sorted({p.event.phase.value for p in watcher.log.ring.phases})
+                        seen = watcher.sources.log_bytes_seen
+                        state = verdict.state.value
+                    watcher.close()
+            small.unlink()
+            from_start = f"{_spread(cli)} s from process start (`hangwatch attach`); " if cli else ""
+            what = ("the server busy (a serving line every 50 ms: the first look ends at its first news)" if serving
+                    else "the server quiet (nothing moves: the first look waits its whole 1 s, as `nothing moved` needs)")
+            print(f"1. first verdict on a {gib} GiB log, {what}: {from_start}"
+                  f"in process {_spread(inproc)} s (discover + first tick; of it the first look, its log read, seeks "
+                  f"and skims included, {_spread(look)} s; this process's CPU for it {_spread(cpu)} s: what no load "
+                  f"lengthens), the same on the {len(start) / 1024:.0f} KiB start alone "
+                  f"{_spread(reference)} s; {state}, phases {', '.join(phases)}; {seen / 2**20:.1f} MiB read; "
+                  f"load average {os.getloadavg()[0]:.1f}", flush=True)
     finally:
         big.unlink(missing_ok=True)
+
+
+def _timed(obj: Any, name: str) -> list[float]:
+    """Wraps obj.name (bench instrumentation): its wall time lands in the list returned."""
+    inner, spent = getattr(obj, name), [0.0]
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.perf_counter()
+        try:
+            return inner(*args, **kwargs)
+        finally:
+            spent[0] += time.perf_counter() - t0
+
+    setattr(obj, name, timed)
+    return spent
 
 
 def burst(pid: int, start: bytes, tmp: Path, mb_s: float, seconds: float) -> None:

@@ -1,6 +1,6 @@
 """What watching costs the watched server (issue 25; printed, never asserted).
 
-    python bench/bench_overhead.py [--pairs 12] [--window 5] [--workloads cpu,alloc] [--attribution 30]
+    python bench/bench_overhead.py [--pairs 20] [--window 3] [--workloads cpu,alloc] [--attribution 30]
 
 The workload is the test server (tests/integration/programs: a launcher and two ranks titled
 `sglang::scheduler_TP0/1`, as SGLang titles them) once ready, its rank 0 busy for good and appending
@@ -9,10 +9,13 @@ per unit (page faults and munmap: what /proc reads and py-spy's memory reads con
 
 One `hangwatch attach PID --json` runs per configuration; it is paused (SIGSTOP) for the `alone`
 windows and resumed (SIGCONT) for the `watched` ones, so no window holds its start-up. Each pair is
-one alone and one watched window of WINDOW s, their order alternating pair by pair (a drift in the
+one alone and one watched window of WINDOW s, in ABBA order (A W, W A, A W, ...: a drift in the
 host's load falls on both sides). The ratio per pair is the time per work unit watched over alone
 (1.01: the rank took 1 % longer watched), and the same of the rank's own CPU time per unit (on a
-loaded host the steadier one); printed as median, min and max over the pairs.
+loaded host the steadier one); printed as median, min and max over the pairs, with a bootstrap
+90 % interval of the median. Where two ABBA blocks meet, two alone windows stand side by side:
+their ratio (alone/alone) is the host's noise, printed beside, the floor any ratio is read against.
+The load average is printed per configuration (lowest and highest seen).
 
 Configurations: Python stacks on (py-spy, the default) and off (`HANGWATCH_PYSPY` naming no
 program: the stacks rung is reported missing); the native rung is allowed in both (the default
@@ -20,13 +23,17 @@ program: the stacks rung is reported missing); the native rung is allowed in bot
 
 --attribution S: a Watcher in this process watches the same server for S ticks of 1 s, and the CPU
 of each source (this thread's CPU time plus the children it waited for: `ss`, py-spy) is printed
-per tick, before the pairs.
+per tick, before the pairs; and what reading one process's /proc files costs with and without
+its per-thread files (a real serving rank has a hundred threads or more; sources/procs.py reads them
+every THREADS_EVERY_S on a ready server's steady ticks).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import random
 import resource
 import signal
 import statistics
@@ -80,24 +87,34 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
         while not lines and time.monotonic() < deadline:
             time.sleep(0.2)
         time.sleep(3.0)  # past the first ticks: the steady state a sidecar lives in
-        ratios, cpu_ratios, cpu_watched, wall_watched = [], [], 0.0, 0.0
+        windows: list[tuple[str, float, float]] = []  # (side, wall s per unit, the rank's CPU s per unit), in order
+        cpu_watched, wall_watched, loads = 0.0, 0.0, [os.getloadavg()[0]]
         for i in range(n):
-            order = ("alone", "watched") if i % 2 == 0 else ("watched", "alone")
-            per_unit = {}
-            for side in order:
+            # A W | W A | A W | W A ...: ABBA blocks, so a drift of the host's load falls on both sides
+            for side in (("alone", "watched") if i % 2 == 0 else ("watched", "alone")):
                 if side == "alone":
                     os.kill(watch.pid, signal.SIGSTOP)
-                    per_unit[side] = _window(rate_file, rank, window)
+                    windows.append((side, *_window(rate_file, rank, window)))
                     os.kill(watch.pid, signal.SIGCONT)
                 else:
                     cpu0, t0 = _cpu(me), time.monotonic()
-                    per_unit[side] = _window(rate_file, rank, window)
+                    windows.append((side, *_window(rate_file, rank, window)))
                     cpu_watched += _cpu(me) - cpu0
                     wall_watched += time.monotonic() - t0
-            ratios.append(per_unit["watched"][0] / per_unit["alone"][0])
-            cpu_ratios.append(per_unit["watched"][1] / per_unit["alone"][1])
-        state = lines[-1].decode().split('"state": "', 1)[-1].split('"', 1)[0] if lines else "none"
-        return {"ratios": ratios, "cpu_ratios": cpu_ratios, "cpu": cpu_watched / wall_watched, "state": state}
+            loads.append(os.getloadavg()[0])
+        pairs_ = [(windows[2 * i], windows[2 * i + 1]) for i in range(n)]
+        ratios, cpu_ratios = [], []
+        for a, b in pairs_:
+            alone, watched = (a, b) if a[0] == "alone" else (b, a)
+            ratios.append(watched[1] / alone[1])
+            cpu_ratios.append(watched[2] / alone[2])
+        # the null: two alone windows side by side (where one ABBA block meets the next): what the
+        # host's noise alone makes of a ratio, to read the watched/alone one against
+        null = [windows[k + 1][1] / windows[k][1] for k in range(len(windows) - 1)
+                if windows[k][0] == windows[k + 1][0] == "alone"]
+        state = _verdict(lines[-1]) if lines else "none"
+        return {"ratios": ratios, "cpu_ratios": cpu_ratios, "null": null, "cpu": cpu_watched / wall_watched,
+                "state": state, "loads": loads}
     finally:
         try:
             os.kill(watch.pid, signal.SIGCONT)
@@ -105,6 +122,27 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
             watch.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(watch.pid, signal.SIGKILL)
+
+
+def _verdict(line: bytes) -> str:
+    """`ready`, or the state with its cause and title (what the watched server was said to be)."""
+    try:
+        doc = json.loads(line)
+    except ValueError:
+        return "unreadable"
+    verdict = doc.get("verdict", doc) if isinstance(doc, dict) else {}
+    state = str(verdict.get("state"))
+    return state if state == "ready" else f"{state} ({verdict.get('cause')}: {verdict.get('title')})"
+
+
+def _spread(values: list[float]) -> str:
+    """median (min, max) and a bootstrap 90 % interval of the median: how far the median can be trusted."""
+    if not values:
+        return "none"
+    rng = random.Random(0)
+    medians = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(2000))
+    return (f"median {statistics.median(values):.3f} (min {min(values):.3f}, max {max(values):.3f}; "
+            f"median's 90 % interval {medians[100]:.3f}-{medians[1899]:.3f})")
 
 
 def _cpu(proc: psutil.Process) -> float:
@@ -158,6 +196,32 @@ def attribution(server_pid: int, ticks: int) -> None:
           f"{total / wall * 100:.2f} % of one core in all")
     for key, value in sorted(cost.items(), key=lambda kv: -kv[1]):
         print(f"   {key:22s} {value / ticks * 1000:6.2f} ms per tick ({value / total * 100:4.1f} %)")
+    thread_files(server_pid)
+
+
+def thread_files(server_pid: int) -> None:
+    """One process's /proc read with and without its threads' files, for a rank of 120 threads."""
+    from hangwatch.sources.procs import read_process
+
+    code = "import threading, time\n[threading.Thread(target=time.sleep, args=(600,), daemon=True).start() for _ in range(119)]\ntime.sleep(600)"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(child.pid).num_threads() < 120 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        cost = {}
+        for threads in (True, False):
+            times = []
+            for _ in range(40):
+                t0 = time.thread_time()
+                read_process(psutil.Process(child.pid), threads=threads)
+                times.append(time.thread_time() - t0)
+            cost[threads] = statistics.median(times) * 1000
+        print(f"   one process of {psutil.Process(child.pid).num_threads()} threads read from /proc: {cost[True]:.2f} ms of CPU "
+              f"with its threads' wchan and io, {cost[False]:.2f} ms without (a ready server's steady ticks)")
+    finally:
+        child.kill()
+        child.wait(10)
 
 
 def _self_cpu() -> float:
@@ -172,8 +236,8 @@ def _children_cpu() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pairs", type=int, default=12)
-    parser.add_argument("--window", type=float, default=5.0)
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--window", type=float, default=3.0)
     parser.add_argument("--workloads", default="cpu,alloc")
     parser.add_argument("--attribution", type=int, default=30, help="ticks (0: none)")
     args = parser.parse_args()
@@ -193,12 +257,13 @@ def main() -> None:
                             if "scheduler_TP0" in " ".join(p.cmdline()))
                 for stacks in (True, False):
                     found = pairs(server.pid, rank, rate_file, stacks=stacks, n=args.pairs, window=args.window)
-                    r, c = found["ratios"], found["cpu_ratios"]
+                    r, c, null, loads = found["ratios"], found["cpu_ratios"], found["null"], found["loads"]
                     print(f"{kind} rank, Python stacks {'on ' if stacks else 'off'} (native rung allowed), {len(r)} pairs of "
-                          f"{args.window:.0f} s: watched/alone time per unit median {statistics.median(r):.3f} (min {min(r):.3f}, "
-                          f"max {max(r):.3f}); the rank's CPU per unit median {statistics.median(c):.3f} (min {min(c):.3f}, "
-                          f"max {max(c):.3f}); hangwatch {found['cpu'] * 100:.2f} % of one core, py-spy and ss included; "
-                          f"verdict {found['state']}; load average {os.getloadavg()[0]:.1f}", flush=True)
+                          f"{args.window:.0f} s in ABBA order: watched/alone time per unit {_spread(r)}; the rank's CPU "
+                          f"per unit {_spread(c)}; alone/alone (the host's noise, {len(null)} adjacent alone windows) "
+                          f"{_spread(null)}; hangwatch {found['cpu'] * 100:.2f} % of one core, py-spy and ss included; "
+                          f"verdict {found['state']}; load average {min(loads):.1f}-{max(loads):.1f} on "
+                          f"{os.cpu_count()} cores", flush=True)
             finally:
                 procs.stop()
 

@@ -41,12 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from hangwatch.classify import load_rules  # noqa: E402
+from hangwatch.model import Missing  # noqa: E402
 from hangwatch.sinks.alerts import AlertDispatcher, RetryPolicy, WebhookSink  # noqa: E402
 from hangwatch.sinks.api import create_app, serve_in_thread  # noqa: E402
 from hangwatch.sinks.store import HistoryStore, Retention  # noqa: E402
-from hangwatch.sources.logtail import LogTail  # noqa: E402
 from hangwatch.watch import WatchConfig, Watcher  # noqa: E402
+from hangwatch.watch.logsource import LogSource  # noqa: E402
 from hangwatch.watch.published import LatestView  # noqa: E402
+from hangwatch.watch.reading import EVERY, Reading  # noqa: E402
 from helpers.recorded_sources import RecordedSources, proc, server  # noqa: E402
 
 SERVER = "sim-sglang:30000"
@@ -67,22 +69,31 @@ SERVING = "[{ts} TP0] Prefill batch. #new-seq: 1, #new-token: {n}, #cached-token
 
 
 class SimulatedServer(RecordedSources):
-    """The Sources of one simulated start: its log read from the real file through LogTail."""
+    """The Sources of one simulated start: a simulated process table, and its log read from the
+    real file by the daemon's own log reader (LogSource, as LiveSources reads it: LogTail, its
+    rotation, and a burst skimmed or skipped, the skip said in the reading's missing)."""
 
-    def __init__(self, log: Path, pid: int) -> None:
+    def __init__(self, log: Path, pid: int, rules: list[Any]) -> None:
         super().__init__(procs=[proc(pid, "launcher", ppid=1), proc(pid + 1, "scheduler", "TP0", ppid=pid),
                                 proc(pid + 2, "scheduler", "TP1", ppid=pid)])
-        self.tail = LogTail(log, start_tail_bytes=0)  # as `hangwatch run` on a log that exists: this start only
+        self.log_missing: dict[str, Missing] = {}  # the reader's "log" and "log_burst" entries
+        # a start tail of 0, as `hangwatch run` on a log that exists: this start's lines only
+        config = WatchConfig(log_path=str(log), initial_log_bytes=0, gpus=False)
+        self.reader = LogSource(server(), config, rules, self.log_missing)
 
     @property
     def log_bytes_seen(self) -> int:
-        return self.tail.bytes_seen
+        return self.reader.bytes_seen
 
     def read_log(self) -> bytes:
-        return self.tail.read_new()
+        return self.reader.read() if self.reader.opened else b""
+
+    def read(self, parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
+        reading = super().read(parts, rescan=rescan)
+        return replace(reading, missing=(*reading.missing, *self.log_missing.values()))
 
     def close(self) -> None:
-        self.tail.close()
+        self.reader.close()
 
 
 class Receiver(http.server.ThreadingHTTPServer):
@@ -116,7 +127,9 @@ class Log:
         self.path.touch()
 
     def write(self, text: str) -> None:
-        data = text.encode()
+        self.write_bytes(text.encode())
+
+    def write_bytes(self, data: bytes) -> None:
         with open(self.path, "ab") as fh:
             fh.write(data)
         self.written += len(data)
@@ -127,11 +140,12 @@ class Log:
 
 
 def one_start(n: int, log: Log, rules: list[Any], view: LatestView, dispatcher: AlertDispatcher, ticks: int,
-              clock: list[float], serving_lines: int) -> str:
+              clock: list[float], serving_lines: int, burst: bytes, skipped: list[int]) -> str:
     kind = "crash" if n % 10 == 3 else "stall" if n % 10 == 7 else "healthy"
-    sim = SimulatedServer(log.path, 1000 + 10 * n)
-    watcher = Watcher(server(), rules, WatchConfig(gpus=False, initial_log_bytes=0, learn=False), sources=sim,
-                      clock=lambda: clock[0], wall=lambda: 1.8e9 + clock[0])
+    sim = SimulatedServer(log.path, 1000 + 10 * n, rules)
+    # no first look: its wait is real time, and this daemon's clock is simulated (it would only sleep)
+    watcher = Watcher(server(), rules, WatchConfig(gpus=False, initial_log_bytes=0, learn=False, first_look_s=0),
+                      sources=sim, clock=lambda: clock[0], wall=lambda: 1.8e9 + clock[0])
     watcher.view = view  # the daemon's API serves whichever start it watches now
     ts = lambda: time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(1.8e9 + clock[0]))  # noqa: E731
     last = "none"
@@ -142,6 +156,8 @@ def one_start(n: int, log: Log, rules: list[Any], view: LatestView, dispatcher: 
                                   if kind == "healthy" or "ready" not in line and "Uvicorn" not in line))
             elif kind == "healthy":
                 log.write("".join(SERVING.format(ts=ts(), n=8 + i % 97) for i in range(serving_lines)))
+                if t == 6 and burst:  # a chatty stretch (a flood of batch lines): skimmed or skipped, said in missing
+                    log.write_bytes(burst)
             elif kind == "crash" and t == 5:
                 log.write(CRASH.format(ts=ts()))
                 sim.procs = [replace(p, alive=False, exit_code=1, state=None) for p in sim.procs]
@@ -155,6 +171,7 @@ def one_start(n: int, log: Log, rules: list[Any], view: LatestView, dispatcher: 
             last = verdict.state.value
             clock[0] += 1.0
     finally:
+        skipped[0] += sim.reader.skipped_bytes
         watcher.close()
     return f"{kind}:{last}"
 
@@ -215,6 +232,12 @@ def plot(rows: list[dict[str, float]], starts: list[int], path: Path, title: str
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=80)
+    plt.close(fig)  # drawn at every sample: a figure kept open is memory this process's RSS curve would show
+
+
+def _title(args: argparse.Namespace, starts: int, log: Log) -> str:
+    return (f"bench/bench_soak.py (a simulated server): {starts} starts, {starts * args.ticks} verdicts, "
+            f"{log.written / 2**30:.1f} GiB of log over {log.rotations} rotations; load average {os.getloadavg()[0]:.1f}")
 
 
 def main() -> None:
@@ -226,6 +249,8 @@ def main() -> None:
     parser.add_argument("--rotate-mib", type=float, default=1.0)
     parser.add_argument("--keep-episodes", type=int, default=50)
     parser.add_argument("--keep-transitions", type=int, default=500)
+    parser.add_argument("--burst-mib", type=float, default=0.0,
+                        help="a healthy start's one flood of batch lines (MiB): with 1000 starts, 12 makes 10 GiB of log")
     parser.add_argument("--png", type=Path, default=None)
     args = parser.parse_args()
     rules = load_rules()
@@ -241,18 +266,22 @@ def main() -> None:
         view = LatestView(SERVER, started_at=time.time())
         api = serve_in_thread(create_app(view, store=store, rate=None), "127.0.0.1", 0)
         log = Log(tmp / "server.log", int(args.rotate_mib * 2**20))
-        clock, rows, at, ends = [0.0], [], [], {}
+        clock, rows, at, ends, skipped = [0.0], [], [], {}, [0]
+        line = SERVING.format(ts="2026-11-30 10:00:00", n=42).encode()
+        burst = line * int(args.burst_mib * 2**20 / len(line))
         began = time.monotonic()
         try:
             for n in range(args.starts):
-                end = one_start(n, log, rules, view, dispatcher, args.ticks, clock, args.serving_lines)
+                end = one_start(n, log, rules, view, dispatcher, args.ticks, clock, args.serving_lines, burst, skipped)
                 ends[end] = ends.get(end, 0) + 1
                 if n == 0 or (n + 1) % args.every == 0:
                     dispatcher.flush(30.0)
                     rows.append(sample(store, api.port, db))
                     at.append(n + 1)
-                    print(f"{n + 1:5d} starts, {clock[0]:8.0f} simulated s: " + ", ".join(
-                        f"{k} {v:.1f}" for k, v in rows[-1].items()), flush=True)
+                    print(f"{n + 1:5d} starts, {clock[0]:8.0f} simulated s, {log.written / 2**30:.2f} GiB of log, "
+                          f"{time.monotonic() - began:.0f} s: " + ", ".join(f"{k} {v:.1f}" for k, v in rows[-1].items()), flush=True)
+                    if args.png and len(rows) > 1:  # the curves so far: a run stopped early still has them
+                        plot(rows, at, args.png, _title(args, n + 1, log))
             dispatcher.flush(60.0)
             fired = {e for (e, kind) in receiver.got if kind == "firing"}
             resolved = {e for (e, kind) in receiver.got if kind == "resolved"}
@@ -261,14 +290,14 @@ def main() -> None:
             wall = time.monotonic() - began
             print(f"{args.starts} starts ({', '.join(f'{k} {v}' for k, v in sorted(ends.items()))}), "
                   f"{args.starts * args.ticks} verdicts in {clock[0] / 3600:.1f} simulated hours ({wall:.0f} s of wall time), "
-                  f"{log.written / 2**20:.0f} MiB of log over {log.rotations} rotations")
+                  f"{log.written / 2**20:.0f} MiB of log over {log.rotations} rotations; of the bursts "
+                  f"{skipped[0] / 2**20:.0f} MiB skipped unread (said in missing), the rest skimmed")
             print(f"alerts: {len(fired)} episodes fired and {len(resolved)} resolved at the receiver for {expected} "
                   f"failed starts; delivered twice: {twice}; still owed: {len(store.owed_alerts('webhook'))}")
             first, last = rows[0] if len(rows) < 3 else rows[1], rows[-1]
             print("first -> last sample: " + ", ".join(f"{k} {first[k]:.1f} -> {last[k]:.1f}" for k in first))
             if args.png:
-                plot(rows, at, args.png, f"bench/bench_soak.py: {args.starts} simulated starts, {args.starts * args.ticks} "
-                     f"verdicts, {log.rotations} log rotations; load average {os.getloadavg()[0]:.1f}")
+                plot(rows, at, args.png, _title(args, args.starts, log))
                 print(f"curves: {args.png}")
         finally:
             api.stop()

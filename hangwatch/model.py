@@ -1,7 +1,7 @@
 """Evidence and verdict types: plain frozen data, no I/O.
 
 Sources and the bundle reader produce these; `classify` consumes them. Field shapes follow
-shared/BUNDLE.md so that a live snapshot and a bundle on disk are the same thing.
+docs/bundle-format.md so that a live snapshot and a bundle on disk are the same thing.
 """
 
 from __future__ import annotations
@@ -419,7 +419,7 @@ class Eta:
 @dataclass(frozen=True)
 class Verdict:
     state: State
-    cause: str | None  # a CAUSES.md id; None while healthy
+    cause: str | None  # a docs/causes.md id; None while healthy
     confidence: float  # 0..1
     rule: str | None = None
     title: str | None = None

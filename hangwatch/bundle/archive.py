@@ -6,14 +6,13 @@ quadratic time by Python < 3.11.10's tarfile), folder depth. A bundle is untrust
 come from a bug report.
 
     read_bundle_files(path) -> {name: bytes}
-    read_user_file(path, limit) -> bytes     any one file the user names (--gpus-from, token files,
-                                             rules): a regular file only, bounded
+
+(Any one other file the user names is read by hangwatch.userfile.read_user_file.)
 """
 
 from __future__ import annotations
 
 import bz2
-import errno
 import gzip
 import io
 import lzma
@@ -27,7 +26,7 @@ from typing import Any
 
 from hangwatch.errors import BundleError
 
-__all__ = ["MAX_BUNDLE_BYTES", "MAX_FILES", "read_bundle_files", "read_user_file", "safe_name"]
+__all__ = ["MAX_BUNDLE_BYTES", "MAX_FILES", "read_bundle_files", "safe_name"]
 
 MAX_BUNDLE_BYTES = 64 * 2**20  # decompressed; logs are tails of a few MiB, stacks a few MiB at most
 MAX_FILES = 20_000  # members of any kind (folders, links, devices count too)
@@ -45,22 +44,6 @@ def read_bundle_files(path: Path) -> dict[str, bytes]:
     if path.is_file():
         return _strip_top(_read_archive(path))
     raise BundleError(f"{path} is not a directory or a .tar.gz archive")
-
-
-def read_user_file(path: str | os.PathLike[str], limit: int) -> bytes:
-    """The bytes of a file the user named, at most `limit` of them. A FIFO would block `open()` and
-    `read()` for ever and /dev/zero never ends: it is opened without blocking and must be a regular
-    file; a larger one is refused, not cut (a cut JSON or token is a worse error). Raises OSError,
-    whose strerror says why, so every caller's own `except OSError` names the file."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as fh:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)")
-        data = fh.read(limit + 1)
-    if len(data) > limit:
-        raise OSError(errno.EFBIG, f"larger than {limit // 1024} KiB")
-    return data
 
 
 def _read_dir(root: Path) -> dict[str, bytes]:

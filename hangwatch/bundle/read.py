@@ -151,7 +151,7 @@ def _list(value: Any) -> list[Any]:
 
 
 def _endpoint(meta: Mapping[str, Any]) -> EndpointAnswer | None:
-    """The engine endpoint's answer (meta.json "endpoint", an extension of BUNDLE.md)."""
+    """The engine endpoint's answer (meta.json "endpoint", an extension of docs/bundle-format.md)."""
     entry = meta.get("endpoint")
     if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
         return None
@@ -161,7 +161,7 @@ def _endpoint(meta: Mapping[str, Any]) -> EndpointAnswer | None:
 
 
 def _preflight(data: bytes | None, missing: list[Missing]) -> tuple[Finding, ...]:
-    """preflight.json (an extension of BUNDLE.md): what `hangwatch preflight` found before the launch."""
+    """preflight.json (an extension of docs/bundle-format.md): what `hangwatch preflight` found before the launch."""
     if data is None:
         return ()
     try:
@@ -180,7 +180,7 @@ def _finding(raw: Mapping[str, Any]) -> Finding:
 
 
 def _recorded_missing(meta: Mapping[str, Any]) -> tuple[Missing, ...]:
-    """What the live collector could not read (meta.json "missing", an extension of BUNDLE.md)."""
+    """What the live collector could not read (meta.json "missing", an extension of docs/bundle-format.md)."""
     entries = meta.get("missing")
     if not isinstance(entries, list):
         return ()
@@ -241,10 +241,10 @@ def _optional(files: Mapping[str, bytes], name: str, source: str, parse: Callabl
     try:
         return parse(json.loads(files[name].decode("utf-8-sig")))
     except (UnicodeDecodeError, ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
-        missing.append(Missing(source, f"{name} could not be read: {exc}", f"check {name} against BUNDLE.md"))
+        missing.append(Missing(source, f"{name} could not be read: {exc}", f"check {name} against docs/bundle-format.md"))
         return None
     except RecursionError:
-        missing.append(Missing(source, f"{name} could not be read: nested too deeply", f"check {name} against BUNDLE.md"))
+        missing.append(Missing(source, f"{name} could not be read: nested too deeply", f"check {name} against docs/bundle-format.md"))
         return None
 
 

@@ -1,18 +1,22 @@
-"""Write a bundle: a directory, or a `.tar.gz` (also the bytes `GET /bundle` serves)."""
+"""Write a bundle: a directory, or a `.tar.gz` (also the bytes `GET /bundle` serves), and the
+documents of its files that more than one writer makes (gpus.json: the watch's bundle and a GPU recording)."""
 
 from __future__ import annotations
 
 import io
 import tarfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 from hangwatch.bundle.archive import safe_name
 from hangwatch.errors import BundleError
+from hangwatch.model import GpuInfo, GpuSample
 from hangwatch.redact import redact_files
 
-__all__ = ["bundle_tarball_bytes", "write_bundle"]
+__all__ = ["bundle_tarball_bytes", "gpus_json", "write_bundle"]
 
 
 def write_bundle(files: Mapping[str, bytes], dest: Path) -> Path:
@@ -41,6 +45,15 @@ def bundle_tarball_bytes(files: Mapping[str, bytes], top: str = "hangwatch-bundl
             info.size, info.mtime, info.mode = len(prepared[name]), stamp, 0o644
             tar.addfile(info, io.BytesIO(prepared[name]))
     return buf.getvalue()
+
+
+def gpus_json(samples: Sequence[GpuSample]) -> dict[str, Any]:
+    """The gpus.json document of docs/bundle-format.md."""
+    return {"samples": [{"t": s.t, "gpus": [_gpu_dict(gpu) for gpu in s.gpus]} for s in samples]}
+
+
+def _gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
+    return {**asdict(gpu), "processes": [asdict(p) for p in gpu.processes]}  # lists, as JSON reads back
 
 
 def _prepare(files: Mapping[str, bytes]) -> dict[str, bytes]:

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hangwatch.classify.causes import CATALOGUE, Cause
-from hangwatch.classify.rule import Rule
+from hangwatch.classify.language.rule import Rule
 from hangwatch.model import State
 
 __all__ = ["CauseEntry", "catalogue"]
@@ -31,7 +31,7 @@ def catalogue(rules: Sequence[Rule], checks: Sequence[Rule] = ()) -> tuple[Cause
 
 def _entry(cause: Cause, rules: Sequence[Rule], checks: Sequence[Rule]) -> CauseEntry:
     mine = [rule for rule in rules if rule.cause == cause.id]
-    # a rule without its own state decides a stall once it holds (classify/classifier.py)
+    # a rule without its own state decides a stall once it holds (classify/verdict/classifier.py)
     states = {(rule.state or State.STALLED).value for rule in mine}
     if cause.id == "unknown":
         states.update((State.STALLED.value, State.UNKNOWN.value))  # nothing explains a stall; nothing to go on

@@ -17,7 +17,7 @@ def causes(
     """Print the causes a verdict can name: what each is, its evidence, its remedy, its rules."""
     from hangwatch.classify import load_rules
     from hangwatch.classify.catalogue import catalogue
-    from hangwatch.classify.preflight import load_checks
+    from hangwatch.classify.preflight.checks import load_checks
     from hangwatch.sinks.catalogue import catalogue_dicts, catalogue_markdown, catalogue_text
 
     entries = catalogue(load_rules(), load_checks())

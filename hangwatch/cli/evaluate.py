@@ -2,7 +2,7 @@
 "determinable"}) beside their meta.json, or beside a `bundle/` folder (a recorded live run: the
 GPU fixtures keep their verdict stream and native dumps next to the bundle).
 
-The dev corpus's INDEX.md defines the score: where the bundle decides the cause (`determinable:
+The dev corpus index (../shared/corpus/dev/INDEX.md) defines the score: where the bundle decides the cause (`determinable:
 yes`) the verdict's cause must be it (top-1); where it narrows it to two or three (`partly`) the
 cause must be among the verdict's top 3 candidates; where only the discussion knew (`no`) the right
 answer is the cause or an honest one: `unknown`, or a confidence under CONFIDENT. Everywhere, a
@@ -65,7 +65,7 @@ class CaseResult:
 
     @property
     def scored_ok(self) -> bool:
-        """The INDEX.md score: top-1 on `yes`, top-3 on `partly`, honest on `no` (top-1 elsewhere)."""
+        """The dev corpus index's score (../shared/corpus/dev/INDEX.md): top-1 on `yes`, top-3 on `partly`, honest on `no` (top-1 elsewhere)."""
         if self.determinable == "partly":
             return self.in_top
         if self.determinable == "no":
@@ -92,7 +92,7 @@ def evidence_tier(evidence: Evidence) -> str:
 
 
 def _expected(case: Path) -> dict[str, Any]:
-    from hangwatch.bundle.archive import read_user_file
+    from hangwatch.userfile import read_user_file
 
     try:
         data = json.loads(read_user_file(case / "expected.json", 1 << 20).decode("utf-8"))

@@ -120,7 +120,7 @@ class WatchOptions:
 
 def read_secret_file(path: Path) -> str:
     """The first line of a secret file, stripped; a missing or empty file is one clear error."""
-    from hangwatch.bundle.archive import read_user_file
+    from hangwatch.userfile import read_user_file
 
     try:
         text = read_user_file(path, 64 << 10).decode("utf-8").strip().splitlines()

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from hangwatch.classify import RULES_DIR, Rule, classify, load_rules
-from hangwatch.classify.ruletest import RuleTestResult, run_rule_tests
+from hangwatch.classify.language.ruletest import RuleTestResult, run_rule_tests
 from hangwatch.cli.evaluate import find_cases, print_summary, score_case, summarize
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence
@@ -50,7 +50,7 @@ def _print_json(data: object) -> None:
 
 
 def diagnose(
-    path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see BUNDLE.md).")],
+    path: Annotated[Path, typer.Argument(help="A bundle directory or .tar.gz (see docs/bundle-format.md).")],
     json_out: JsonOption = False,
     rules: RulesOption = None,
     builtin: BuiltinOption = True,
@@ -100,9 +100,9 @@ def rules_check(
     ] = None,
 ) -> None:
     """Validate rule files; print every problem as file:line:column: reason."""
-    from hangwatch.classify.preflight import load_checks
-    from hangwatch.classify.priors import load_priors
-    from hangwatch.classify.versions import load_tables
+    from hangwatch.classify.preflight.checks import load_checks
+    from hangwatch.classify.preflight.versions import load_tables
+    from hangwatch.classify.verdict.priors import load_priors
     from hangwatch.errors import RuleError
 
     rules, errors = load_rules(paths or None, collect_errors=True)

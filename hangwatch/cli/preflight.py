@@ -14,7 +14,7 @@ from typing import Annotated, TextIO
 
 import typer
 
-from hangwatch.classify.preflight import Report
+from hangwatch.classify.preflight.checks import Report
 from hangwatch.cli.preflight_run import run_preflight
 from hangwatch.redact import TerminalWriter, redact_obj
 

@@ -18,9 +18,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from hangwatch.classify.hostfacts import derive, probe_plan
-from hangwatch.classify.preflight import Report, evaluate, load_checks
-from hangwatch.classify.versions import load_tables
+from hangwatch.classify.preflight.checks import Report, evaluate, load_checks
+from hangwatch.classify.preflight.hostfacts import derive, probe_plan
+from hangwatch.classify.preflight.versions import load_tables
 from hangwatch.engines import env_prefixes, get_engine, guess_engine
 from hangwatch.errors import HangwatchError, SourceUnavailable
 from hangwatch.model import Evidence, GpuSample
@@ -101,8 +101,8 @@ def _with_gpus(snap: HostSnapshot, recording: Path | None) -> HostSnapshot:
 
 
 def _recording(path: Path) -> Any:
-    from hangwatch.bundle.archive import read_user_file
     from hangwatch.sources.gputopo import RecordedTopology
+    from hangwatch.userfile import read_user_file
 
     try:
         return RecordedTopology(json.loads(read_user_file(path, _MAX_RECORDING).decode("utf-8")))

@@ -1,6 +1,6 @@
 """SGLang: log markers for 0.4.6, 0.5.9 and 0.5.23, process titles, default port.
 
-Strings and regexes come from shared/reference/sglang-startup.md §2-§4 and §8; each row is the
+Strings and regexes come from ../shared/reference/sglang-startup.md §2-§4 and §8; each row is the
 union over the three versions of one mechanism (a phase's begin line, its end line, its bar).
 """
 

@@ -1,6 +1,6 @@
 """vLLM (V1, 0.11 and 0.33; a few V0 strings): log markers, process titles, default port.
 
-Strings from shared/reference/sglang-startup.md §9. vLLM has no "ready" line of its own: the API
+Strings from ../shared/reference/sglang-startup.md §9. vLLM has no "ready" line of its own: the API
 server builds its engine client (which blocks until the engine core reports READY) before it
 logs `Starting vLLM ... server` and the routes, then uvicorn logs `Application startup complete.`
 once it serves on the pre-bound socket. So that uvicorn line is READY only when the log has

@@ -21,9 +21,12 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-__all__ = ["EngineWords", "Site", "SiteMatch", "split_template", "template_regex"]
+__all__ = ["EngineWords", "Site", "SiteMatch", "anchor_index", "split_template", "template_regex"]
 
-FORMAT = 1
+# 2: the anchor index precompiled by the generator (`anchor_index`, tools/engine_words/mine.py build): a
+# process that matches its first failure loads it in a tenth of the time it took to build (1: built on load)
+FORMAT = 2
+FORMATS = (1, 2)
 _HOLE = re.compile(r"\{\{|\}\}|\{(int|float|path|word|any):(\w+)\}")
 _TOKEN = re.compile(r"[A-Za-z][A-Za-z0-9_]{2,}")
 _HOLES_ONLY = re.compile(r"\{(?:int|float|path|word|any):\w+\}")
@@ -166,31 +169,44 @@ class SiteMatch:
         return ", ".join(f"{name}={value}" for name, value in self.holes)
 
 
+def anchor_index(rows: Sequence[Sequence[Any]]) -> dict[str, list[int]]:
+    """word -> [how many templates hold it, the indexes of the sites filed under it]: each site is
+    filed under the rarest ANCHORS words of its template, and the rarest HEAD_ANCHORS of its first
+    HEAD_WORDS (a message cut short keeps only its head). Deterministic (a word's sites ascending):
+    the generator stores it in the index, a format-1 index builds it on load."""
+    sequences = [_TOKEN.findall(_HOLES_ONLY.sub(" ", row[6]).lower()) for row in rows]
+    words = [frozenset(sequence) for sequence in sequences]
+    frequency: dict[str, int] = {}
+    for site_words in words:
+        for word in site_words:
+            frequency[word] = frequency.get(word, 0) + 1
+    by_word: dict[str, list[int]] = {}
+
+    def rarest(some: Iterable[str], n: int) -> list[str]:
+        return sorted(set(some), key=lambda w: (frequency[w], w))[:n]
+
+    for index, site_words in enumerate(words):
+        for word in {*rarest(site_words, ANCHORS), *rarest(sequences[index][:HEAD_WORDS], HEAD_ANCHORS)}:
+            by_word.setdefault(word, []).append(index)
+    # only words some site is filed under: candidates() orders a message's words by frequency, and
+    # a word filed under no site adds no candidate wherever it stands in that order
+    return {word: [frequency[word], *by_word[word]] for word in sorted(by_word)}
+
+
 class EngineWords:
     """The mined index, filed by rare literal words. Sites are built on first use: a log asks
     about a few dozen of them, the index holds tens of thousands."""
 
     def __init__(self, doc: dict[str, Any]):
-        if doc.get("format") != FORMAT:
-            raise ValueError(f"engine words index: format {doc.get('format')!r}, expected {FORMAT}")
+        if doc.get("format") not in FORMATS:
+            raise ValueError(f"engine words index: format {doc.get('format')!r}, expected one of {FORMATS}")
         self.releases: dict[str, tuple[str, ...]] = {k: tuple(v) for k, v in doc["versions"].items()}
         self._rows: list[list[Any]] = doc["sites"]
         self._sites: dict[int, Site] = {}
-        sequences = [_TOKEN.findall(_HOLES_ONLY.sub(" ", row[6]).lower()) for row in self._rows]
-        words = [frozenset(sequence) for sequence in sequences]
-        frequency: dict[str, int] = {}
-        for site_words in words:
-            for word in site_words:
-                frequency[word] = frequency.get(word, 0) + 1
-        self._by_word: dict[str, list[int]] = {}
-        def rarest(some: Iterable[str], n: int) -> list[str]:
-            return sorted(set(some), key=lambda w: (frequency[w], w))[:n]
-
-        for index, site_words in enumerate(words):
-            # the rarest words of the whole template, and of its head: a message cut short keeps only that
-            for word in {*rarest(site_words, ANCHORS), *rarest(sequences[index][:HEAD_WORDS], HEAD_ANCHORS)}:
-                self._by_word.setdefault(word, []).append(index)
-        self._frequency = frequency
+        anchors: dict[str, list[int]] = doc["anchors"] if "anchors" in doc else anchor_index(self._rows)
+        # word -> the sites filed under it; word -> in how many sites' templates it stands
+        self._by_word: dict[str, list[int]] = {word: entry[1:] for word, entry in anchors.items()}
+        self._frequency: dict[str, int] = {word: entry[0] for word, entry in anchors.items()}
 
     def site(self, index: int) -> Site:
         if index not in self._sites:

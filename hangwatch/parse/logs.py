@@ -3,7 +3,7 @@
 The same stream carries the launcher, every SGLang scheduler (or vLLM process), uvicorn, NCCL's
 own INFO lines and tqdm bars, so a line is cleaned first (ANSI, `\\r` updates, bad UTF-8, length)
 and then its prefix is read to learn which rank or process wrote it. Formats are those of
-shared/reference/sglang-startup.md §1.4 (SGLang) and §9.1 (vLLM).
+../shared/reference/sglang-startup.md §1.4 (SGLang) and §9.1 (vLLM).
 
 Whole-buffer operations (decode, ANSI strip, split) run in C; the per-line work is a dispatch on
 the first character (each engine's log prefixes, engines/) and at most three anchored regex matches, so a 5 MiB log stays fast.

@@ -40,7 +40,7 @@ from hangwatch.sinks.web import Mode, page_data, render_page
 from hangwatch.sinks.web.snapshot import node_snapshot
 from hangwatch.watch.published import WatchView
 
-__all__ = ["ServeError", "ServerHandle", "create_app", "serve_in_thread", "is_loopback"]
+__all__ = ["LOOPBACK_NAMES", "RequestGuard", "ServeError", "ServerHandle", "create_app", "is_loopback", "serve_in_thread"]
 
 DEFAULT_HOST, DEFAULT_PORT = "127.0.0.1", 9464
 _JSON = "application/json"
@@ -149,7 +149,7 @@ class HealthModel(BaseModel):
 class StacksModel(BaseModel):
     server: str
     stacks: dict[str, list[dict[str, Any]]]  # rank label -> threads, each {"name", "frames": [...], ...}
-    # every rank's main-thread stack merged (root first), ranks marked per frame (CONTRACTS.md)
+    # every rank's main-thread stack merged (root first), ranks marked per frame (docs/live.md)
     tree: dict[str, Any] = {}
 
 
@@ -231,15 +231,15 @@ def create_app(
     """
     app = FastAPI(title="hangwatch", version=__version__, description=_DESCRIPTION, responses=_ERRORS)
     app.state.token = token
-    app.state.hosts = set(_LOOPBACK_NAMES) | {h.lower() for h in hosts}
+    app.state.hosts = set(LOOPBACK_NAMES) | {h.lower() for h in hosts}
     registry = registry if registry is not None else make_registry(view, agent=agent)
     _routes(app, view, store, registry, stale_after_s)
     _preflight_route(app, preflight)
-    app.add_middleware(_Guard, token=token, max_body=max_body, rate=rate, hosts=app.state.hosts)
+    app.add_middleware(RequestGuard, token=token, max_body=max_body, rate=rate, hosts=app.state.hosts)
     return app
 
 
-_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "localhost.localdomain", "ip6-localhost")
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1", "localhost.localdomain", "ip6-localhost")
 
 
 _DESCRIPTION = ("Why is this SGLang/vLLM server stuck starting? The latest verdict, stacks, phases, metrics, "
@@ -433,7 +433,7 @@ def _safe(name: str) -> str:
 _OPEN_PATHS = frozenset({"/healthz", "/startupz", "/"})
 
 
-class _Guard:
+class RequestGuard:
     """413 for big bodies, 429 past `rate` per client address, 401 without the bearer token."""
 
     def __init__(self, app: Any, *, token: str | None, max_body: int, rate: float | None,

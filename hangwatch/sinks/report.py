@@ -21,7 +21,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from hangwatch.classify.differential import PRIOR_MARK
+from hangwatch.classify.verdict.differential import PRIOR_MARK
 from hangwatch.model import Eta, State, Verdict
 from hangwatch.redact import redact_text, terminal_safe
 

@@ -4,7 +4,7 @@
     Nvml(lib)                                   nvmlInit once, keeps the handles; lib is pynvml or a
                                                 RecordedNvml
     RecordedNvml(gpus_json)                     a simulation replaying a recorded gpus.json (CI has no GPU)
-    record_gpus(nvml, n, interval) / gpus_json(samples)   record samples on a GPU machine
+    record_gpus(nvml, n, interval)              record samples on a GPU machine (bundle.write.gpus_json writes them)
 
 A field NVML refuses (NVMLError) is None; a lost GPU is a GpuInfo named "(GPU is lost)"; no
 library or driver raises SourceUnavailable("gpus", ...).
@@ -17,14 +17,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
 from types import SimpleNamespace
 from typing import Any
 
 from hangwatch.errors import SourceUnavailable, run_entry_point
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 
-__all__ = ["LOST_NAME", "Nvml", "RecordedNvml", "gpus_json", "read_gpus", "record_gpus"]
+__all__ = ["LOST_NAME", "Nvml", "RecordedNvml", "read_gpus", "record_gpus"]
 
 LOST_NAME = "(GPU is lost)"
 _MIB = 2**20
@@ -54,7 +53,7 @@ class Nvml:
     def shutdown(self) -> None:
         with self._lock:
             if self._handles is not None:
-                self._call(self.lib.nvmlShutdown)
+                self.field(self.lib.nvmlShutdown)
                 self._handles = None
 
     def _init(self) -> list[Any]:
@@ -63,14 +62,14 @@ class Nvml:
             count = self.lib.nvmlDeviceGetCount()
         except self.lib.NVMLError as exc:
             raise SourceUnavailable("gpus", f"NVML not available: {exc}", _HINT) from exc
-        return [self._call(self.lib.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
+        return [self.field(self.lib.nvmlDeviceGetHandleByIndex, index) for index in range(count)]
 
     def _gpu(self, index: int, handle: Any) -> GpuInfo:
-        memory, error = self._try(self.lib.nvmlDeviceGetMemoryInfo, handle) if handle is not None else (None, None)
+        memory, error = self.try_field(self.lib.nvmlDeviceGetMemoryInfo, handle) if handle is not None else (None, None)
         if handle is None or error == getattr(self.lib, "NVML_ERROR_GPU_IS_LOST", _GPU_IS_LOST):
             return GpuInfo(index=index, name=LOST_NAME)  # fell off the bus (Xid 79): every call fails
         static = self._static_fields(index, handle)
-        util = self._call(self.lib.nvmlDeviceGetUtilizationRates, handle)
+        util = self.field(self.lib.nvmlDeviceGetUtilizationRates, handle)
         return GpuInfo(
             index=index,
             name=static["name"],
@@ -86,10 +85,10 @@ class Nvml:
         cached = self._static.get(index)
         if cached is not None:
             return cached
-        capability = self._call(self.lib.nvmlDeviceGetCudaComputeCapability, handle)
+        capability = self.field(self.lib.nvmlDeviceGetCudaComputeCapability, handle)
         fields = {
-            "name": _text(self._call(self.lib.nvmlDeviceGetName, handle)),
-            "uuid": _text(self._call(self.lib.nvmlDeviceGetUUID, handle)),
+            "name": _text(self.field(self.lib.nvmlDeviceGetName, handle)),
+            "uuid": _text(self.field(self.lib.nvmlDeviceGetUUID, handle)),
             "compute_capability": None if capability is None else f"{capability[0]}.{capability[1]}",
         }
         if None not in fields.values():  # cache only a full answer; retry a refused field next tick
@@ -97,13 +96,14 @@ class Nvml:
         return fields
 
     def _processes(self, handle: Any) -> tuple[GpuProcess, ...]:
-        procs = self._call(self.lib.nvmlDeviceGetComputeRunningProcesses, handle) or []
+        procs = self.field(self.lib.nvmlDeviceGetComputeRunningProcesses, handle) or []
         return tuple(GpuProcess(pid=int(p.pid), used_mib=_mib(getattr(p, "usedGpuMemory", None))) for p in procs)
 
-    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return self._try(fn, *args)[0]
+    def field(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """One NVML query's value, None when NVML refuses it (gputopo asks for links and P2P too)."""
+        return self.try_field(fn, *args)[0]
 
-    def _try(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, int | None]:
+    def try_field(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, int | None]:
         """(value, None), or (None, NVML error code) when NVML refuses this one field."""
         try:
             return fn(*args), None
@@ -164,15 +164,6 @@ def record_gpus(nvml: Nvml | Any, n: int, interval: float) -> list[GpuSample]:
             time.sleep(interval)
         samples.append(GpuSample(t=round(time.monotonic() - start, 3), gpus=source.read()))
     return samples
-
-
-def gpus_json(samples: Sequence[GpuSample]) -> dict[str, Any]:
-    """The gpus.json document of BUNDLE.md."""
-    return {"samples": [{"t": s.t, "gpus": [_gpu_dict(gpu) for gpu in s.gpus]} for s in samples]}
-
-
-def _gpu_dict(gpu: GpuInfo) -> dict[str, Any]:
-    return {**asdict(gpu), "processes": [asdict(p) for p in gpu.processes]}  # lists, as JSON reads back
 
 
 class _ProcessInfo(SimpleNamespace):
@@ -264,6 +255,8 @@ def _bytes(mib: float | None) -> int | None:
 def main(argv: Sequence[str] = sys.argv[1:]) -> None:
     """`python -m hangwatch.sources.gpus N INTERVAL > gpus.json`: record on a GPU machine."""
     n, interval = (int(argv[0]), float(argv[1])) if len(argv) == 2 else (5, 1.0)
+    from hangwatch.bundle.write import gpus_json  # the one gpus.json writer
+
     json.dump(gpus_json(record_gpus(Nvml(), n, interval)), sys.stdout, indent=1)
     sys.stdout.write("\n")
 

@@ -44,7 +44,7 @@ def _nvlinks(nvml: Nvml, handle: Any) -> int | None:
         return None
     active, answered = 0, False
     for link in range(_MAX_LINKS):
-        state, error = nvml._try(nvml.lib.nvmlDeviceGetNvLinkState, handle, link)
+        state, error = nvml.try_field(nvml.lib.nvmlDeviceGetNvLinkState, handle, link)
         if error is not None:
             break  # past the last link, or NVLink not supported at all
         answered = True
@@ -53,7 +53,7 @@ def _nvlinks(nvml: Nvml, handle: Any) -> int | None:
 
 
 def _bus_id(nvml: Nvml, handle: Any) -> str | None:
-    info = nvml._call(nvml.lib.nvmlDeviceGetPciInfo, handle) if handle is not None else None
+    info = nvml.field(nvml.lib.nvmlDeviceGetPciInfo, handle) if handle is not None else None
     if info is None:
         return None
     bus = info.busId.decode() if isinstance(info.busId, bytes) else str(info.busId)
@@ -66,7 +66,7 @@ def _p2p(nvml: Nvml, handles: list[Any]) -> dict[str, str]:
     out = {}
     for i, a in enumerate(handles):
         for j in range(i + 1, len(handles)):
-            status = nvml._call(nvml.lib.nvmlDeviceGetP2PStatus, a, handles[j], index) if a is not None else None
+            status = nvml.field(nvml.lib.nvmlDeviceGetP2PStatus, a, handles[j], index) if a is not None else None
             out[f"{i}-{j}"] = "unknown" if status is None else _P2P_STATUS.get(int(status), str(status))
     return out
 

@@ -1,6 +1,6 @@
 """Listening TCP sockets: `ss -tlnp`, or the same table built from /proc/net/tcp{,6}.
 
-    read_listening() -> (sockets, text)     text is what ports.txt holds (BUNDLE.md)
+    read_listening() -> (sockets, text)     text is what ports.txt holds (docs/bundle-format.md)
     parse_ss(text) -> sockets               also reads a ports.txt back
     port_owner(sockets, port) -> socket | None
 

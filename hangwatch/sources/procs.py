@@ -10,6 +10,7 @@ that does not exist raises SourceUnavailable. psutil errors stop in this module.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shlex
 import threading
@@ -43,6 +44,10 @@ _STATE_LETTERS = {
 _FIELD_ERRORS = (psutil.Error, OSError, ValueError)
 _PROCFS_LOCK = threading.Lock()
 _MAX_DEAD = 32  # exited processes a sampler keeps reporting (a dead scheduler must stay visible)
+# A sample without a rescan (a ready server's steady ticks: watch/ladder.py) reads each process's
+# per-thread files (task/*/wchan, task/*/io: two opens per thread, and a serving rank has a hundred
+# threads or more: most of a sample's cost on a real server) only this often, keeping the last in between.
+THREADS_EVERY_S = 10.0
 
 
 def process_role(cmdline: str) -> tuple[str, str | None]:
@@ -65,6 +70,7 @@ class _Seen:
     record: ProcessRecord
     cpu_time_s: float | None
     at: float  # time.monotonic() of the sample
+    threads_at: float = 0.0  # time.monotonic() its threads' files (wchan, io) were last read
 
 
 class ProcessSampler:
@@ -101,24 +107,27 @@ class ProcessSampler:
                 self._tree_of = {(root_pid, tuple(peers)): (procs, peer_procs)}
             from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
-            current = {key: self._record(proc, now, proc.pid in from_peers) for key, proc in _keyed(procs + peer_procs)}
+            current = {key: self._record(proc, key, now, proc.pid in from_peers, rescan) for key, proc in _keyed(procs + peer_procs)}
             self._demote_forks(current)
             self._remember_dead(set(current))
             self._forks &= set(current) | set(self._dead)
         self._seen = current
         return [seen.record for seen in current.values()] + list(self._dead.values())
 
-    def _record(self, proc: psutil.Process, now: float, peer: bool) -> _Seen:
-        record = read_process(proc, proc_root=self.proc_root)
+    def _record(self, proc: psutil.Process, key: tuple[int, float | None], now: float, peer: bool, rescan: bool = True) -> _Seen:
+        previous = self._seen.get(key)
+        threads = rescan or previous is None or now - previous.threads_at >= THREADS_EVERY_S
+        record = read_process(proc, proc_root=self.proc_root, threads=threads)
         if peer:
             record = replace(record, peer=True)
-        previous = self._seen.get((record.pid, record.create_time))
         if previous is not None:
             record = keep_title(previous.record, record)
+            if not threads and record.alive:
+                record = replace(record, wchan=previous.record.wchan, io_read_bytes=previous.record.io_read_bytes)
         percent = _cpu_percent(previous, record.cpu_time_s, now)
         if percent is not None:
             record = replace(record, cpu_percent=percent)
-        return _Seen(record, record.cpu_time_s, now)
+        return _Seen(record, record.cpu_time_s, now, now if threads else previous.threads_at if previous else now)
 
     def _demote_forks(self, current: dict[tuple[int, float | None], _Seen]) -> None:
         """A rank's short-lived children are not ranks. A process forked without exec (a helper, a
@@ -169,15 +178,44 @@ def _shown_by_comm(record: ProcessRecord) -> bool:
 
 def _keyed(procs: list[psutil.Process]) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:
     for proc in procs:
-        yield (proc.pid, _field(proc.create_time)), proc
+        yield (proc.pid, start_time(proc.pid)), proc
 
 
 def _still_running(pid: int, create_time: float | None) -> bool:
     try:
-        proc = psutil.Process(pid)
-        return proc.create_time() == create_time and proc.status() != psutil.STATUS_ZOMBIE
+        return create_time is not None and start_time(pid) == create_time and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.Error:
         return False
+
+
+def start_time(pid: int) -> float | None:
+    """When `pid` started, in epoch seconds, the same value for the same process at every read.
+
+    psutil's create_time() adds the boot time /proc/stat shows *now* to the start in clock ticks;
+    where the clock is stepped (a VM resumed from a snapshot, NTP stepping) that boot time moves,
+    every process seems to start anew, and a sampler keyed by it reported every live rank as
+    exited (crashed dead_rank on a healthy start). The ticks never change; the boot time is read
+    once per hangwatch process."""
+    ticks = _start_ticks(pid)
+    return None if ticks is None else round(_boot_time() + ticks / _CLOCK_TICKS, 2)
+
+
+def _start_ticks(pid: int) -> int | None:
+    try:
+        with open(f"{psutil.PROCFS_PATH}/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+        # field 22, counted after the command name, which may itself hold spaces and ')'
+        return int(stat[stat.rindex(b")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+@functools.cache
+def _boot_time() -> float:
+    return float(psutil.boot_time())
 
 
 def _cpu_percent(previous: _Seen | None, cpu_time_s: float | None, now: float) -> float | None:
@@ -225,8 +263,9 @@ def _descendants(pids: Sequence[int]) -> list[psutil.Process]:
     return found
 
 
-def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRecord:
-    """One process record; each field that cannot be read is None."""
+def read_process(proc: psutil.Process, *, proc_root: str = "/proc", threads: bool = True) -> ProcessRecord:
+    """One process record; each field that cannot be read is None. `threads=False`: without the
+    per-thread files (wchan, io): the caller keeps its last ones (ProcessSampler, THREADS_EVERY_S)."""
     with proc.oneshot():
         cmdline = _cmdline(proc)
         role, rank = process_role(cmdline)
@@ -246,9 +285,9 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc") -> ProcessRe
             exit_code=None if alive else _exit_code(proc.pid, state, proc_root),
             cpu_time_s=None if times is None else round(times.user + times.system, 2),
             num_threads=_field(proc.num_threads),
-            io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root),
-            create_time=_field(proc.create_time),
-            wchan=read_wchan(proc.pid, proc_root=proc_root) if alive else (),
+            io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root) if threads else None,
+            create_time=start_time(proc.pid),
+            wchan=read_wchan(proc.pid, proc_root=proc_root) if alive and threads else (),
         )
 
 

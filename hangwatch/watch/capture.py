@@ -1,4 +1,4 @@
-"""An `Observation` as `Evidence` (for the classifier) and as bundle files (BUNDLE.md).
+"""An `Observation` as `Evidence` (for the classifier) and as bundle files (docs/bundle-format.md).
 
 Both are views of the same snapshot, so a bundle written by `collect` or `GET /bundle` and read
 back by `diagnose` gives the classifier what the live loop gave it.
@@ -13,14 +13,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hangwatch._version import __version__
+from hangwatch.bundle.write import gpus_json
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ProcessStack, ThreadStack
-from hangwatch.sources.gpus import gpus_json
 from hangwatch.watch.observation import Observation, PhaseSpan, StackSample
 from hangwatch.watch.rings import TimedPhase
 
 __all__ = ["build_evidence", "bundle_files", "meta_dict", "phase_spans", "stacks_json", "timeline_json"]
 
-_LOG_TAIL_BYTES = 4 << 20  # BUNDLE.md: "its tail, up to a few MiB"
+_LOG_TAIL_BYTES = 4 << 20  # docs/bundle-format.md: "its tail, up to a few MiB"
 
 
 def build_evidence(obs: Observation) -> Evidence:
@@ -37,7 +37,7 @@ def meta_dict(obs: Observation) -> dict[str, Any]:
         "captured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(obs.wall)),
         "observed_for_s": round(obs.t, 1),
         "since_last_progress_s": round(obs.progress.since_last_progress_s, 1),
-        # extensions of BUNDLE.md's meta.json, read back by `diagnose`
+        # extensions of docs/bundle-format.md's meta.json, read back by `diagnose`
         "log_quiet_s": round(obs.progress.log_quiet_s, 1),
         "progress_signals": list(obs.progress.signals),
         "missing": [{"source": m.source, "reason": m.reason, "hint": m.hint} for m in obs.missing],
@@ -59,7 +59,7 @@ def bundle_files(obs: Observation) -> dict[str, bytes]:
         "cmdline.txt": ((server.cmdline or "") + "\n").encode(),
         "env.txt": "".join(f"{k}={v}\n" for k, v in sorted(server.env.items())).encode(),
         "procs.json": _json([_proc_dict(p) for p in obs.procs]),
-        "gpus.json": _json(gpus_json(obs.gpus)),  # the one gpus.json writer (sources/gpus.py)
+        "gpus.json": _json(gpus_json(obs.gpus)),  # the one gpus.json writer (bundle/write.py)
         "timeline.json": _json(_timeline_file(obs)),
         "stacktree.json": _json(obs.stack_tree),
     }

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from hangwatch.classify import ScanMemo, classify
-from hangwatch.classify.waitfor import final_blocker
+from hangwatch.classify.verdict.waitfor import final_blocker
 from hangwatch.model import Blocker, Evidence, Fact, Phase, Source, State, Verdict
 from hangwatch.watch.budgets import BudgetPolicy, PastStart, Position, budgets, eta
 from hangwatch.watch.episodes import EpisodeTracker, Motion

@@ -1,4 +1,4 @@
-"""When to climb the evidence ladder (DESIGN.md): pure decisions, the watch loop acts on them.
+"""When to climb the evidence ladder (docs/live.md, "What one tick does"): pure decisions, the watch loop acts on them.
 
 Rung 1 (log, processes, ports, NVML) runs every tick and is not decided here, except a ready
 server's ports and process-tree scan (below).

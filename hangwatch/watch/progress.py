@@ -1,6 +1,6 @@
 """Progress detection: pure functions over two consecutive snapshots of a watched server.
 
-"Stall versus slow" (DESIGN.md): a phase may be silent for minutes and still be healthy, so the
+"Stall versus slow" (docs/live.md): a phase may be silent for minutes and still be healthy, so the
 watch loop decides from what moved, not from one timer. A `Snapshot` is the few numbers that can
 move; `progress_signals(prev, cur)` names the ones that did. `ProgressTracker` keeps the last
 snapshot and when something last moved. No I/O and no clock here: the watch loop builds snapshots
@@ -22,6 +22,8 @@ __all__ = [
     "StackMark",
     "Thresholds",
     "progress_signals",
+    "first_look_moved",
+    "FIRST_LOOK_POLL_S",
     "compiler_cpu",
     "proc_samples",
     "motion_signature",
@@ -92,6 +94,19 @@ def progress_signals(prev: Snapshot | None, cur: Snapshot, limits: Thresholds = 
     signals.extend(_proc_signals(prev.procs, cur.procs, limits))
     signals.extend(_stack_signals(prev.stacks, cur.stacks, limits.cpu_s))
     return tuple(signals)
+
+
+# How often the first look reads the cheap sources again (the log, the known processes' counters,
+# GPU memory) to end early on motion; a stack round is too dear for that and is not taken again.
+FIRST_LOOK_POLL_S = 0.1
+
+
+def first_look_moved(baseline: Snapshot | None, now: Snapshot, limits: Thresholds = Thresholds()) -> bool:
+    """Something moved since the first look's baseline: the look may end now. Its verdict is the
+    one a full look would give, since every signal but a changed RSS or GPU memory only grows
+    (CPU time, reads, log news) and stays past its threshold at the look's end; a look that sees
+    nothing move waits its whole length, as "nothing moved" needs."""
+    return bool(progress_signals(baseline, now, limits))
 
 
 def since_last_progress(last_progress_t: float | None, started_t: float, now: float) -> float:
@@ -248,6 +263,11 @@ class ProgressTracker:
         horizon = snapshot.t - self.recent_s
         self._signals = {s: seen for s, seen in self._signals.items() if seen >= horizon}
         return moved
+
+    def moved_since_last(self, snapshot: Snapshot) -> bool:
+        """Something moved since the last snapshot, which stays the baseline (the first look's
+        early end: `first_look_moved`)."""
+        return first_look_moved(self.last, snapshot, self.thresholds)
 
     def since_last_progress(self, t: float, quiet_before_s: float) -> float:
         """Seconds since anything moved; when nothing has since we came, since the log last moved

@@ -285,7 +285,7 @@ class LiveHost:
             return int(s.getsockname()[1])
 
     def stale_locks(self, env: Mapping[str, str]) -> tuple[str, ...]:
-        from hangwatch.classify.hostfacts import cache_dirs
+        from hangwatch.classify.preflight.hostfacts import cache_dirs
         from hangwatch.sources.host import home_dir, scan_locks
 
         return tuple(lock.path for lock in scan_locks(cache_dirs(env, home_dir(env))) if lock.stale)

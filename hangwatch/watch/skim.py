@@ -18,11 +18,12 @@ When the shapes do not repeat (every line unique), skimming would cost what pars
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from hangwatch.classify.regexcheck import fold, required_literals
+from hangwatch.classify.language.regexcheck import fold, required_literals
 from hangwatch.engines import engines
 from hangwatch.engines.base import COMMON_MARKERS, holding_needles
 
@@ -103,18 +104,22 @@ def _patterns(rules: Iterable[object]) -> list[re.Pattern[str]]:
 def skim(data: bytes, needles: frozenset[str], *, max_shape_bytes: int | None = None) -> Skimmed | None:
     """The complete lines of `data` (it ends in "\\n") whose shape holds one of `needles`, or None
     when the shapes do not repeat enough to search them cheaply (more than `max_shape_bytes`)."""
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    shapes = data.translate(_DIGITS).split(b"\n")[: len(lines)]
-    unique = list(set(shapes))
+    # only the shapes are split: a kept line is cut from `data` by its offset (a shape has its
+    # line's length), so the lines themselves are never split (a third of the time on 8 MiB)
+    shapes = data.translate(_DIGITS).split(b"\n")
+    if shapes and shapes[-1] == b"":
+        shapes.pop()
+    unique = set(shapes)
     budget = max_shape_bytes if max_shape_bytes is not None else max(MIN_SHAPE_BUDGET, int(len(data) * MAX_SHAPE_SHARE))
     if sum(map(len, unique)) > budget:
         return None
-    hit, traceback = _matching(unique, needles)
-    kept = _kept_indices(shapes, hit, traceback)
-    chosen = tuple(lines[i] for i in kept)
-    return Skimmed(b"".join(line + b"\n" for line in chosen), len(lines), tuple(kept), chosen)
+    hit, traceback = _matching(list(unique), needles)
+    kept = _kept_indices(shapes, hit, traceback) if hit else []
+    if not kept:
+        return Skimmed(b"", len(shapes), (), ())
+    starts = [0, *itertools.accumulate(map(len, shapes))]  # line i begins at starts[i] + i (its "\n"s)
+    chosen = tuple(data[starts[i] + i : starts[i + 1] + i] for i in kept)
+    return Skimmed(b"".join(line + b"\n" for line in chosen), len(shapes), tuple(kept), chosen)
 
 
 def _matching(unique: Sequence[bytes], needles: frozenset[str]) -> tuple[set[bytes], set[bytes]]:

@@ -9,6 +9,7 @@ the next one. The decisions themselves are ladder.py's (pure); this keeps their 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
@@ -75,6 +76,14 @@ class StackRounds:
             return False
         done, _ = wait([self._python], timeout=timeout_s)
         return bool(done)
+
+    def wait_python_doing(self, timeout_s: float, meanwhile: Callable[[], object], every_s: float = 0.25) -> None:
+        """Wait up to `timeout_s` for the Python round in flight, running `meanwhile` after each
+        `every_s` of it (the first look reads the processes while its round runs)."""
+        deadline = time.monotonic() + timeout_s
+        while self.python_running() and time.monotonic() < deadline:
+            self.wait_python(every_s)
+            meanwhile()
 
     def forget_except(self, kept: Collection[str]) -> None:
         """Processes that are gone stop costing memory."""

@@ -21,8 +21,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from hangwatch.classify.memo import ScanMemo
-from hangwatch.classify.stacktree import merge_stacks
+from hangwatch.classify.verdict.memo import ScanMemo
+from hangwatch.classify.verdict.stacktree import merge_stacks
 from hangwatch.model import GpuSample, StallEpisode, State, Verdict
 from hangwatch.watch.budgets import Book
 from hangwatch.watch.capture import build_evidence, bundle_files, phase_spans, stacks_json
@@ -35,7 +35,7 @@ from hangwatch.watch.logfollow import LogFollower
 from hangwatch.watch.lognews import file_age
 from hangwatch.watch.observation import Observation, Progress
 from hangwatch.watch.processes import ProcessTable
-from hangwatch.watch.progress import ProgressTracker, Snapshot, snapshot_of
+from hangwatch.watch.progress import FIRST_LOOK_POLL_S, ProgressTracker, Snapshot, snapshot_of
 from hangwatch.watch.published import LatestView, Published
 from hangwatch.watch.reading import EVERY, Reading, Sources, merged_missing, stack_targets
 from hangwatch.watch.rings import GpuRing, VerdictChanges
@@ -78,7 +78,7 @@ class Watcher:
         self._reading, self._motion = Reading(), list[Motion]()
         self._verdict: Verdict | None = None  # as published at the last tick
         self._raw: Verdict | None = None  # as the classifier alone said it
-        self._observation: Observation | None = None
+        self.observation: Observation | None = None  # the latest tick's (what every sink reads)
         self._lock = threading.RLock()
         self._stop: str | None = None  # a stop someone asked for (note_stop): its exit is no crash
 
@@ -110,17 +110,22 @@ class Watcher:
     def _first_look(self) -> None:
         """The baseline reading (see WatchConfig.first_look_s): nothing in it counts as progress."""
         t = self._clock() - self.started
-        self._take(t, self.sources.read(_FIRST_LOOK))
+        # the processes, then the stack round: its py-spy runs (another process) while this one reads the log
+        self._take(t, self.sources.read(_PROCS))
         self._schedule_stacks(t)
-        deadline = time.monotonic() + self.config.stack_timeout_s
-        while self.rounds.python_running() and time.monotonic() < deadline:
-            self.rounds.wait_python(0.25)
-            self.processes.take(self.sources.read(_PROCS))  # one that dies meanwhile is known by what it was
+        self._take(t, self.sources.read(_FIRST_LOOK - _PROCS))
+        # the processes read while the round runs: one that dies meanwhile is known by what it was
+        self.rounds.wait_python_doing(self.config.stack_timeout_s, lambda: self.processes.take(self.sources.read(_PROCS)))
         self._store_rounds(t)
         self.progress.update(self._snapshot(t))
-        left = self.config.first_look_s - (self._clock() - self.started - t)
-        if left > 0:
-            time.sleep(left)
+        # the look ends at the first motion, read again (a rescan: a rank's threads' reads too); "nothing moved" waits it all
+        end = time.monotonic() + self.config.first_look_s - (self._clock() - self.started - t)
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(left, FIRST_LOOK_POLL_S))
+            if left > FIRST_LOOK_POLL_S:
+                self._take(t2 := self._clock() - self.started, self.sources.read(_FIRST_LOOK))
+                if self.progress.moved_since_last(self._snapshot(t2)):
+                    break
 
     # ---------------------------------------------------------------- the steps
 
@@ -191,7 +196,7 @@ class Watcher:
         changed = self.transitions.offer(obs.t, obs.wall, verdict)
         if changed:  # the observation carries the transition it caused
             obs = replace(obs, transitions=tuple(tr.record() for tr in self.transitions.items()))
-        self._observation, before = obs, self.view.latest().verdict_time
+        self.observation, before = obs, self.view.latest().verdict_time
         self.view.publish(Published(
             verdict=verdict, verdict_time=self._wall() if changed or before is None else before, observation=obs,
             stacks=stacks_json(obs.stacks), stack_tree=obs.stack_tree, gpu_samples=obs.gpus, sampler_latencies=obs.timings,
@@ -205,11 +210,6 @@ class Watcher:
     def raw_verdict(self) -> Verdict | None:
         """What the classifier alone said at the last tick, before episodes (tests, the bench)."""
         return self._raw
-
-    @property
-    def observation(self) -> Observation | None:
-        """The latest tick's observation (what every sink reads)."""
-        return self._observation
 
     def observed_for(self) -> float:
         return self._clock() - self.started
@@ -237,7 +237,7 @@ class Watcher:
     def bundle_files(self) -> dict[str, bytes]:
         """A bundle of the latest observation (`collect`, GET /bundle)."""
         with self._lock:
-            obs = self._observation or self._observe(self.observed_for())
+            obs = self.observation or self._observe(self.observed_for())
         return bundle_files(obs)
 
     def settle(self, timeout_s: float = 10.0) -> None:

@@ -18,6 +18,14 @@ kv-slow), so that the history's setup key matches. --one-gpu: the history pass w
 (--tp-size 1): healthy twice, then spin-kernel (graph-capture needs two ranks); the scenarios that
 hang between two ranks run both on the one GPU (NCCL between them over loopback sockets).
 
+--remedy N: N times, `hangwatch run --remedy --json --exit-on ready -- <graph-capture launch>`, the
+launch spelled as SGLang's (lab/gpu/engine/sglang/launch_server.py: --port the serving port,
+--nccl-port the TCPStore's), each with a fresh history: onset (rank 0 in the pre-capture barrier)
+-> `stalled cuda_graph_capture` -> the `relaunch` line (the server stopped, `--disable-cuda-graph`
+appended) -> `ready` -> /health 200 on the serving port, each with its time; then
+`hangwatch preflight` of the same launch must propose the change. Kept in summary.json under
+"remedy" and in the tarball (remedy/run<i>/: verdicts.jsonl, run.log, stderr.txt, result.json).
+
 LAB_GPU_CPU=1 runs the two-rank scenarios on CPU with gloo (no NVML, no GPU) to check the driver.
 """
 
@@ -33,6 +41,7 @@ import sys
 import tarfile
 import threading
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -409,6 +418,181 @@ def history_pass(work: Path) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- run --remedy (issue 20)
+
+REMEDY_CHANGE = "--disable-cuda-graph"  # remedies.yaml sglang-disable-cuda-graph: what the relaunch must add
+
+
+def remedy_launch(http_port: int, nccl_port: int, onset: Path) -> list[str]:
+    """graph-capture, spelled as an SGLang launch (the path ends in sglang/launch_server)."""
+    return [sys.executable, str(HERE / "engine" / "sglang" / "launch_server.py"), "--lab-scenario", "graph-capture",
+            "--model-path", MODEL, "--tp-size", "2", "--host", "127.0.0.1", "--port", str(http_port),
+            "--nccl-port", str(nccl_port), "--onset-file", str(onset), "--hold", "400"]
+
+
+def free_port(lo: int, hi: int) -> int:
+    import socket
+
+    for port in range(lo, hi):
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in [{lo}, {hi})")
+
+
+def health_200(port: int, timeout: float) -> float | None:
+    """Poll GET /health on the serving port; wall time of the first 200, None if none came."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return time.time()
+        except OSError:
+            pass
+        time.sleep(0.1)
+    return None
+
+
+def server_pids(lines: list[dict]) -> set[int]:
+    import re
+
+    return {int(m) for x in lines for m in re.findall(r"pid (\d+)", str(x["line"].get("server", "")))}
+
+
+def remedy_once(index: int, work: Path, timeout: float) -> dict:
+    """One `run --remedy` of graph-capture: the times of onset, stalled, relaunch, ready, /health."""
+    rdir = work / "remedy" / f"run{index}"
+    shutil.rmtree(rdir, ignore_errors=True)
+    rdir.mkdir(parents=True)
+    onset_file = Path(f"/tmp/lab-remedy-{index}.onset")
+    onset_file.unlink(missing_ok=True)
+    http, nccl = free_port(30100 + 10 * index, 30200), free_port(29700 + 10 * index, 29800)
+    argv = remedy_launch(http, nccl, onset_file)
+    env = {**os.environ, "XDG_STATE_HOME": str(rdir / "state"), "PYTHONUNBUFFERED": "1"}
+    cmd = hangwatch("run", "--remedy", "--json", "--exit-on", "ready", "--timeout", str(timeout),
+                    "--log", str(rdir / "run.log"), "--", *argv)
+    result: dict = {"argv": argv, "cmd": cmd[2:], "http_port": http, "nccl_port": nccl}
+    t_start = time.time()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    lines: list[dict] = []
+    err: list[str] = []
+
+    def read_out() -> None:
+        for raw in proc.stdout:  # type: ignore[union-attr]
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(line, dict) and ("state" in line or "relaunch" in line):
+                lines.append({"arrived": time.time(), "line": line})
+
+    onsets: list[dict] = []  # each launch that hangs writes the file anew: the first is this run's onset
+
+    def watch_onset() -> None:
+        while proc.poll() is None:
+            try:
+                seen = json.loads(onset_file.read_text())
+            except (OSError, ValueError):
+                seen = None
+            if seen and seen not in onsets:
+                onsets.append(seen)
+            time.sleep(0.1)
+
+    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=watch_onset, daemon=True),
+               threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True)]  # type: ignore[arg-type]
+    for reader in readers:
+        reader.start()
+    try:
+        result["exit_code"] = proc.wait(timeout=2 * timeout + 60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        result["exit_code"] = proc.wait()
+    for reader in readers:
+        reader.join(5)
+    t_health = health_200(http, 30) if result["exit_code"] == 0 else None
+    pids = server_pids(lines)
+    try:
+        onset = onsets[0] if onsets else None
+        result["onsets"] = onsets
+        t0 = onset["onset"] if onset else t_start
+        stalled = next((x for x in lines if x["line"].get("state") == "stalled"), None)
+        relaunch = next((x for x in lines if "relaunch" in x["line"]), None)
+        ready = next((x for x in lines if x["line"].get("state") == "ready"), None)
+
+        def after(x: dict | None, base: float | None) -> float | None:
+            return round(x["arrived"] - base, 2) if x and base is not None else None
+
+        info = relaunch["line"]["relaunch"] if relaunch else {}
+        result.update({
+            "start_to_onset_s": round(onset["onset"] - t_start, 2) if onset else None,
+            "onset": onset,
+            "stalled": {k: stalled["line"].get(k) for k in ("state", "cause", "rule", "confidence")} if stalled else None,
+            "onset_to_stalled_s": after(stalled, t0),
+            "onset_to_relaunch_s": after(relaunch, t0),
+            "stalled_to_relaunch_s": after(relaunch, stalled["arrived"]) if stalled else None,
+            "relaunch_to_ready_s": after(ready, relaunch["arrived"]) if relaunch else None,
+            "onset_to_ready_s": after(ready, t0),
+            "relaunch_to_health_s": round(t_health - relaunch["arrived"], 2) if t_health and relaunch else None,
+            "relaunch": info,
+            "relaunches": sum(1 for x in lines if "relaunch" in x["line"]),
+            "changes": [x["line"]["relaunch"].get("id") for x in lines if "relaunch" in x["line"]],
+            "ready_remedy": ready["line"].get("remedy") if ready else None,
+            "health_200": t_health is not None,
+            "gpu_processes_ready": gpu_processes(),
+        })
+        result["exact_change"] = info.get("argv") == [*argv, REMEDY_CHANGE] and not info.get("env")
+        proposal = run(hangwatch("preflight", "--", *argv), timeout=120, cwd=ROOT, env=env)
+        result["preflight_proposes"] = f"past starts of this setup needed {REMEDY_CHANGE}" in proposal.stdout
+        result["agree"] = bool(
+            result["stalled"] and result["stalled"]["cause"] == "cuda_graph_capture"
+            and info.get("id") == "sglang-disable-cuda-graph" and result["relaunches"] == 1 and result["exact_change"]
+            and ready and REMEDY_CHANGE in (result["ready_remedy"] or "") and result["health_200"]
+            and result["preflight_proposes"])
+        with open(rdir / "verdicts.jsonl", "w") as fh:
+            for x in lines:
+                fh.write(json.dumps({"t_after_onset_s": round(x["arrived"] - t0, 2), **x["line"]}) + "\n")
+        (rdir / "stderr.txt").write_text("".join(err)[-20000:])
+        (rdir / "result.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
+    finally:
+        for pid in pids:  # the ready server outlives `--exit-on ready`; the stalled one was stopped by hangwatch
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        result["gpus_free_after_kill"] = wait_gpus_free()
+    say("remedy", index, {k: result.get(k) for k in ("onset_to_stalled_s", "onset_to_relaunch_s", "relaunch_to_ready_s",
+                                                     "relaunch_to_health_s", "agree")})
+    return result
+
+
+def remedy_pass(work: Path, runs: int, timeout: float = 150.0, deadline: float = 520.0) -> dict:
+    out: dict = {"runs": []}
+    for index in range(runs):
+        if index and time.monotonic() - T0 > deadline - 90:  # a run takes about a minute on the H200
+            out["skipped"] = f"{runs - index} run(s): past the deadline"
+            break
+        try:
+            out["runs"].append(remedy_once(index, work, timeout))
+        except Exception as exc:  # the other runs still count
+            out["runs"].append({"error": repr(exc)})
+            say("remedy", index, "error", repr(exc))
+    agree = [r.get("agree") is True for r in out["runs"]]
+    out["agreement"] = f"{sum(agree)}/{len(agree)}"
+
+    def spread(key: str) -> dict | None:
+        values = sorted(r[key] for r in out["runs"] if isinstance(r.get(key), (int, float)))
+        return {"median": values[len(values) // 2], "min": values[0], "max": values[-1]} if values else None
+
+    out["figures"] = {k: spread(k) for k in ("start_to_onset_s", "onset_to_stalled_s", "onset_to_relaunch_s",
+                                             "stalled_to_relaunch_s", "relaunch_to_ready_s", "relaunch_to_health_s",
+                                             "onset_to_ready_s")}
+    return out
+
+
 def collect(pid: int, log: Path, sdir: Path, samples: int = 3, interval: float = 1.0) -> dict:
     t = time.perf_counter()
     res = run(hangwatch("collect", str(pid), "-o", str(sdir / "bundle"), "--samples", str(samples),
@@ -454,6 +638,9 @@ def main() -> int:
                         help="in the history pass, watch each hang this many seconds instead of exiting at stalled")
     parser.add_argument("--history", type=Path, help="pass --history DB to every attach of the scenarios")
     parser.add_argument("--one-gpu", action="store_true", help="the history pass on one GPU: one rank, no graph-capture")
+    parser.add_argument("--remedy", type=int, default=0, metavar="N",
+                        help="first: N runs of `hangwatch run --remedy` on graph-capture (onset -> relaunch -> ready)")
+    parser.add_argument("--remedy-timeout", type=float, default=150.0, help="--timeout of each run --remedy launch")
     args = parser.parse_args()
     global HISTORY, WATCH_S, ONE_GPU
     ONE_GPU = args.one_gpu
@@ -468,6 +655,11 @@ def main() -> int:
         summary["pytest_gpu"] = {"exit_code": res.returncode, "tail": (res.stdout + res.stderr)[-3000:]}
         say("pytest", res.returncode, res.stdout[-300:])
     WATCH_S = args.history_watch
+    if args.remedy:
+        summary["remedy"] = remedy_pass(work, args.remedy, args.remedy_timeout, args.deadline)
+        say("remedy", summary["remedy"]["agreement"], summary["remedy"]["figures"])
+        (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
+        pack(out, work)
     if args.history_pass:
         try:
             summary["history_pass"] = history_pass(work)
@@ -477,7 +669,7 @@ def main() -> int:
         (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     HISTORY = args.history
     budget = {"healthy": 60, "kv-slow": 80, "collective": 110, "graph-capture": 110, "spin-kernel": 70}
-    for index, name in enumerate(args.scenarios.split(",")):
+    for index, name in enumerate(n for n in args.scenarios.split(",") if n):
         left = args.deadline - (time.monotonic() - T0)
         if left < budget.get(name, 55):
             summary["scenarios"][name] = {"skipped": f"only {left:.0f} s left"}

@@ -1,9 +1,19 @@
 """Real GPU hangs for hangwatch: real CUDA and NCCL code that really blocks, on 1–2 GPUs.
 
     python lab/gpu/run.py SCENARIO [--log FILE] [--onset-file F] [--port P] [--hold S]
+                          [--http-port H] [--disable-cuda-graph]
 
 stdout: one JSON line {"pid": launcher, "log": FILE, "ranks": [pid, ...]}; then it stays up until
-killed or --hold seconds pass, and kills its ranks on the way out.
+killed or --hold seconds pass, and kills its ranks on the way out. `--log -`: the ranks write to
+the launcher's own stdout/stderr, as SGLang's schedulers do (what `hangwatch run` captures).
+
+--disable-cuda-graph: SGLang's flag of that name (ServerArgs.disable_cuda_graph): the ranks capture
+no CUDA graph (healthy, graph-capture skip the capture step and decode would run eagerly), so
+graph-capture then starts. --http-port H: once every rank reported ready, the launcher serves
+SGLang's health endpoints on H (/health, /ready: 200; /get_model_info: the model path) and only
+then logs SGLang's ready line, as SGLang's HTTP server does after its schedulers are up. The
+HTTP side is a simulation (a stdlib server that answers, generating nothing); the ranks are real.
+engine/sglang/launch_server.py takes SGLang's own spellings (--port, --nccl-port) for these.
 
 The launcher spawns one process per rank and waits for each rank's "ready" on a pipe, in rank
 order, as SGLang's launcher does (it does not reap a rank that dies: that one stays a zombie).
@@ -57,7 +67,7 @@ SCENARIOS = ("healthy", "collective", "nccl-init", "dead-rank", "rendezvous-mism
 SINGLE_RANK = ("kv-slow",)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("scenario", choices=SCENARIOS)
     parser.add_argument("--log", default="/tmp/hangwatch-gpu-lab.log")
@@ -69,20 +79,30 @@ def main(argv: list[str] | None = None) -> int:
     # the same for every start of one size, as a real server's is; --tp-size 1 also runs one rank.
     parser.add_argument("--model-path", default="lab/gpu-tiny")
     parser.add_argument("--tp-size", type=int, default=2, choices=(1, 2))
-    args = parser.parse_args(argv)
+    parser.add_argument("--disable-cuda-graph", action="store_true",
+                        help="capture no CUDA graph (SGLang's flag): graph-capture then starts")
+    parser.add_argument("--http-port", type=int, help="serve the health endpoints here once every rank is ready")
+    parser.add_argument("--http-host", default="127.0.0.1")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
     for key, value in (("NCCL_NVLS_ENABLE", "0"), ("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1"), ("NVSHMEM_DISABLE_NVLS", "1")):
         os.environ.setdefault(key, value)
 
-    from lab_scheduler import run_scheduler_process
+    from lab_scheduler import RankOptions, run_scheduler_process
 
     # --tp-size 1: one rank on one GPU (healthy, spin-kernel; the others need a peer to hang on)
     world = 1 if args.scenario in SINGLE_RANK or args.tp_size == 1 else 2
     ctx = mp.get_context("spawn")
+    options = RankOptions(disable_cuda_graph=args.disable_cuda_graph, launcher_says_ready=args.http_port is not None)
     readers, procs = [], []
     for rank in range(world):
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=run_scheduler_process,
-                           args=(args.scenario, rank, world, args.port, args.log, args.onset_file, writer, args.wait_file))
+                           args=(args.scenario, rank, world, args.port, args.log, args.onset_file, writer, args.wait_file,
+                                 options))
         proc.start()
         writer.close()  # the rank holds the only write end: its death reads as EOF
         readers.append(reader)
@@ -100,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     deadline = time.time() + args.hold
+    all_ready = True
     for reader in readers:  # SGLang's launcher: recv() from each scheduler in rank order
         while not reader.poll(min(1.0, max(0.0, deadline - time.time()))):
             if time.time() >= deadline:
@@ -107,11 +128,28 @@ def main(argv: list[str] | None = None) -> int:
         try:
             reader.recv()
         except EOFError:
-            pass  # that rank died after all; SGLang would report "scheduler is dead" here
+            all_ready = False  # that rank died after all; SGLang would report "scheduler is dead" here
+    if args.http_port is not None and all_ready:  # SGLang's HTTP server comes up, then says so
+        from lab_http import serve_health
+
+        serve_health(args.http_host, args.http_port, args.model_path)
+        log_ready_line(args.log)
     while time.time() < deadline:  # every rank ready: the server runs until killed
         time.sleep(1.0)
     stop()
     return 0
+
+
+def log_ready_line(log: str) -> None:
+    """SGLang's line once its HTTP server answers (the launcher's own, so without a TP prefix),
+    where the ranks log."""
+    line = f"[{time.strftime('%Y-%m-%d %H:%M:%S')}] The server is fired up and ready to roll!\n"
+    if log == "-":
+        sys.stderr.write(line)
+        sys.stderr.flush()
+        return
+    with open(log, "a", encoding="utf-8") as fh:
+        fh.write(line)
 
 
 if __name__ == "__main__":

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from hangwatch.classify.conditions import Node, Outcome
-from hangwatch.classify.context import Context
-from hangwatch.classify.loader import compile_condition, load_text, parse_yaml, site_of
-from hangwatch.classify.rule import Rule
+from hangwatch.classify.language.conditions import Node, Outcome
+from hangwatch.classify.language.loader import compile_condition, load_text, site_of
+from hangwatch.classify.language.positioned_yaml import parse_yaml
+from hangwatch.classify.language.rule import Rule
+from hangwatch.classify.verdict.context import Context
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import (
     Evidence,

@@ -17,11 +17,11 @@ from collections import Counter
 from pathlib import Path
 
 from hangwatch.bundle import read_bundle
-from hangwatch.classify.classifier import is_crashed
-from hangwatch.classify.context import Context
-from hangwatch.classify.ending import fatal_ending, fatal_signal
-from hangwatch.classify.pasted import with_pasted
-from hangwatch.classify.priors import TABLE_FILE, PriorRow, load_priors, rows_for, where_of
+from hangwatch.classify.verdict.classifier import is_crashed
+from hangwatch.classify.verdict.context import Context
+from hangwatch.classify.verdict.ending import fatal_ending, fatal_signal
+from hangwatch.classify.verdict.pasted import with_pasted
+from hangwatch.classify.verdict.priors import TABLE_FILE, PriorRow, load_priors, rows_for, where_of
 
 
 def outcome(ctx: Context) -> str:

@@ -83,7 +83,7 @@ class RecordedSources:
         self.procs = [replace(p, cpu_time_s=(p.cpu_time_s or 0.0) + cpu_s) if p.rank == label or str(p.pid) == label
                       else p for p in self.procs]
 
-    # what a subclass may read otherwise (bench/bench_soak.py: a real file)
+    # what a subclass may read otherwise (bench/bench_soak.py: a real file; tests/unit/watch/test_first_look.py: processes that move)
 
     @property
     def log_bytes_seen(self) -> int:
@@ -92,6 +92,9 @@ class RecordedSources:
     def read_log(self) -> bytes:
         data, self._read = self._log[self._read:], len(self._log)
         return data
+
+    def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
+        return list(self.procs)
 
     # the Sources protocol
 
@@ -108,7 +111,7 @@ class RecordedSources:
         if "procs" in parts and self.launcher_gone:
             gone = Missing("procs", "the launcher exited")
         elif "procs" in parts:
-            procs = tuple(self.procs)
+            procs = tuple(self.read_procs(rescan))
         return Reading(log=log, log_bytes_seen=self.log_bytes_seen, procs=procs, launcher_gone=gone, ports=self.ports,
                        ports_text=self.ports_text, endpoint=self.endpoint,
                        gpus=self.gpus if "gpus" in parts else None)

@@ -3,7 +3,7 @@
 - the dev corpus (../shared/corpus/dev): real public reports;
 - tests/probe_corpus: report-shaped bundles written from the mechanisms, with `healthy-*` live
   cases that must not be called stalled (`python tests/probe_corpus/make_probes.py`);
-- tests/probe_corpus_blind: written from CAUSES.md and the references without reading the rules,
+- tests/probe_corpus_blind: written from docs/causes.md and the references without reading the rules,
   scored before any fix at 82 % cause / 80 % state (`python tests/probe_corpus_blind/make_blind.py`);
 - tests/fixtures/gpu: real NCCL/CUDA hangs recorded on H200s (each bundle in a `bundle/` folder; `-1gpu`: on one).
 
@@ -33,7 +33,7 @@ FLOORS = {
     BLIND: (40, 1.0, 0.925),
     GPU: (11, 1.0, 1.0),
 }
-# The dev corpus of real reports is scored as its INDEX.md defines (docs/accuracy.md): top-1 where
+# The dev corpus of real reports is scored as its index (../shared/corpus/dev/INDEX.md) defines (docs/accuracy.md): top-1 where
 # `determinable: yes`, top-3 on yes+partly, and how many verdicts are confidently wrong.
 DEV_CASES = 157  # batch 3 (60 bundles) added 2026-12-01; scored blind first (docs/accuracy.md)
 DEV_YES_TOP1 = 52 / 52  # 42 / 52 blind, before issue 19

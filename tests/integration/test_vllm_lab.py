@@ -89,7 +89,7 @@ def _collect_reads_back(pid: int, verdict: dict[str, Any], tmp_path: Path) -> No
     with tarfile.open(bundle) as tar:
         names = tar.getnames()
         procs = json.load(tar.extractfile(next(n for n in names if n.endswith("procs.json"))))  # type: ignore[arg-type]
-    # a stack file is named by the process's rank label, else its pid (BUNDLE.md)
+    # a stack file is named by the process's rank label, else its pid (docs/bundle-format.md)
     labels = {p.get("rank") or str(p["pid"]): p.get("role") for p in procs}
     stacked = {n.rsplit("/", 1)[-1].split(".")[0] for n in names if "stacks/" in n}
     for role in ("launcher", "engine_core", "worker"):

@@ -1,8 +1,8 @@
-"""Write the probe corpus: report-style bundles (BUNDLE.md) with an expected.json each.
+"""Write the probe corpus: report-style bundles (docs/bundle-format.md) with an expected.json each.
 
     python tests/probe_corpus/make_probes.py
 
-Each case is written from the startup mechanism (shared/reference/sglang-startup.md, anchors.md)
+Each case is written from the startup mechanism (../shared/reference/sglang-startup.md, ../shared/reference/anchors.md)
 in the shapes public bug reports take: a pasted log tail of a few lines from SGLang 0.4.x/0.5.x or
 vLLM V0/V1, sometimes a pasted py-spy dump or traceback, often only a command line, a GPU name,
 environment variables or a dmesg line. None is copied from the dev corpus. A case folder is
@@ -22,9 +22,9 @@ HERE = Path(__file__).resolve().parent
 CASES: dict[str, dict] = {}
 
 
-# The dev corpus (INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
-ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (dev INDEX.md `state`)"
-ENDED_BY_SIGNAL = "relabelled stalled -> crashed: its stack file reports the fatal signal the process died of (dev INDEX.md `state`)"
+# The dev corpus (../shared/corpus/dev/INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
+ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (the dev corpus index, `state`)"
+ENDED_BY_SIGNAL = "relabelled stalled -> crashed: its stack file reports the fatal signal the process died of (the dev corpus index, `state`)"
 
 def case(name, cause, state, *, engine="sglang", gpu=None, cc=None, tp=None, nnodes=1, version=None,
          log=None, cmdline=None, env=None, dmesg=None, stacks=None, procs=None, ports=None, quiet=None, why=None):

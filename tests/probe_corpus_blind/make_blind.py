@@ -1,4 +1,4 @@
-"""Blind probes: report-shaped bundles written from CAUSES.md and the reference notes only,
+"""Blind probes: report-shaped bundles written from docs/causes.md and the reference notes only,
 without reading the rules or the other corpora. Regenerate: python tests/probe_corpus_blind/make_blind.py
 
 Corrected after the first (blind) score, because the probes, not the rules, were unrealistic:
@@ -29,8 +29,8 @@ def v0(level, ts, f, msg):
     return f"{level} {ts} {f}] {msg}"
 
 
-# The dev corpus (INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
-ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (dev INDEX.md `state`)"
+# The dev corpus (../shared/corpus/dev/INDEX.md, `state`) calls a start whose log ends in a fatal error, nothing after it, `crashed`.
+ENDED_IN_ERROR = "relabelled stalled -> crashed: the log ends in its fatal error with nothing after it (the dev corpus index, `state`)"
 WHY = {name: ENDED_IN_ERROR for name in (
     "port-sglang-uvicorn-errno98",
     "port-sglang-nccl-port-eaddrinuse",

@@ -3,7 +3,7 @@
     python tests/rules/build_bundles.py            # every rule in bundle_cases.py
     python tests/rules/build_bundles.py RULE_ID    # only these rules
 
-The bundles are hand-assembled from the mechanism (sglang-startup.md, sglang-on-cpu.md), not
+The bundles are hand-assembled from the mechanism (../shared/reference/sglang-startup.md, ../shared/reference/sglang-on-cpu.md), not
 copied from any corpus. A rule's folder is rewritten from scratch, so edit the case here, not the
 files.
 """

@@ -1,6 +1,6 @@
 """Regenerate the fires/quiet bundles of the live rules that lean on a preflight
 (hangwatch/rules/preflight.yaml `rules:`): a bundle's preflight.json holds what `hangwatch run`'s
-preflight found before the launch (an extension of BUNDLE.md).
+preflight found before the launch (an extension of docs/bundle-format.md).
 
     python tests/rules/build_preflight_bundles.py
 """

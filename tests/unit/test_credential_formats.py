@@ -13,9 +13,9 @@ import pytest
 from hangwatch.bundle.archive import read_bundle_files
 from hangwatch.bundle.read import evidence_from_files
 from hangwatch.classify import classify
-from hangwatch.classify.loader import load_rules
-from hangwatch.classify.rule import Rule
-from hangwatch.classify.ruletest import check_rule
+from hangwatch.classify.language.loader import load_rules
+from hangwatch.classify.language.rule import Rule
+from hangwatch.classify.language.ruletest import check_rule
 from hangwatch.redact import redact_argv, redact_cmdline, redact_files, redact_obj, redact_text, terminal_safe
 from helpers.paths import DATA, DEV_CORPUS, RULE_BUNDLES
 

@@ -30,12 +30,14 @@ from pathlib import Path
 
 from packaging.version import Version
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's hangwatch, as the tests import it
+from hangwatch.parse.engine_words import FORMAT, anchor_index  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 INPUTS = HERE / "inputs.txt"
 CACHE = ROOT / ".cache" / "engine_words"
 OUT = ROOT / "hangwatch" / "data" / "engine_words.json.gz"
-FORMAT = 1
 LEVELS = ("info", "warning", "error", "exception", "critical", "fatal", "warning_once", "info_once", "warn")
 MAX_TEMPLATE = 400  # characters of one template: longer messages are matched on their head
 SKIP_PARTS = {"tests", "test", "testing", "benchmarks", "examples", "_vendor"}
@@ -415,7 +417,14 @@ def build(sources: list[tuple[str, str, Iterator[tuple[str, bytes]]]]) -> bytes:
                 if bit > slot[2] or (bit == slot[2] and site.line < slot[1]):
                     slot[1], slot[2] = site.line, bit
     rows = [[*key[:3], merged[key][1], *key[3:], merged[key][0]] for key in sorted(merged)]
-    doc = {"format": FORMAT, "generator": "tools/engine_words/mine.py", "versions": versions, "sites": rows}
+    # the anchor index precompiled: loading it is a dict, building it at every process's first failure took 1-2 s
+    doc = {"format": FORMAT, "generator": "tools/engine_words/mine.py", "versions": versions, "sites": rows,
+           "anchors": anchor_index(rows)}
+    return encode(doc)
+
+
+def encode(doc: dict[str, object]) -> bytes:
+    """The index's bytes: compact JSON, sorted keys, gzip without a name or time (deterministic)."""
     raw = json.dumps(doc, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:

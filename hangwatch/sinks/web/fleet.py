@@ -20,11 +20,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hangwatch.bundle.archive import read_user_file
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Phase
 from hangwatch.redact import redact_string, terminal_text
 from hangwatch.sinks.web import page_data
+from hangwatch.userfile import read_user_file
 
 __all__ = ["Fleet", "FleetError", "apart", "create_fleet_app", "node_name", "read_tokens", "summary_lines"]
 
@@ -347,7 +347,7 @@ def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
     from fastapi import FastAPI, Response
     from fastapi.responses import HTMLResponse
 
-    from hangwatch.sinks.api import _LOOPBACK_NAMES, _Guard, page_headers
+    from hangwatch.sinks.api import LOOPBACK_NAMES, RequestGuard, page_headers
     from hangwatch.sinks.web import render_page
 
     if fleet.holds_tokens and not token:
@@ -355,7 +355,7 @@ def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
                          "(or HANGWATCH_TOKEN), or it would hand their data to anyone who reaches it")
     app = FastAPI(title="hangwatch fleet", docs_url=None, redoc_url=None, openapi_url=None)
     app.state.token = token
-    app.state.hosts = set(_LOOPBACK_NAMES)
+    app.state.hosts = set(LOOPBACK_NAMES)
 
     def current() -> dict[str, Any]:
         return fleet.data() or fleet.poll_once()
@@ -379,7 +379,7 @@ def create_fleet_app(fleet: Fleet, *, token: str | None = None) -> Any:
         html, policy = render_page("report", title=data["title"], data=data)
         return HTMLResponse(html, headers=page_headers(policy))
 
-    app.add_middleware(_Guard, token=token, max_body=64 * 1024, rate=50.0, hosts=app.state.hosts)
+    app.add_middleware(RequestGuard, token=token, max_body=64 * 1024, rate=50.0, hosts=app.state.hosts)
     return app
 
 

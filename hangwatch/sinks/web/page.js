@@ -188,7 +188,7 @@
     if (!isBad(node.verdict) && !((node.verdict || {}).ranks || []).length) own.outliers = []; // groups differ while healthy
     return own;
   }
-  // the shape CONTRACTS.md gives the tree, all the way down (an older agent's redaction cut deep trees)
+  // the shape docs/live.md gives the tree, all the way down (an older agent's redaction cut deep trees)
   function wellFormed(node, depth) {
     return !!node && typeof node === "object" && typeof node.frame === "string" && Array.isArray(node.ranks) &&
       Array.isArray(node.children) && depth < 400 && node.children.every((c) => wellFormed(c, depth + 1));

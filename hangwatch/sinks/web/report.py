@@ -6,14 +6,12 @@ preflight.json); the verdict is the classifier's on the bundle. Secrets are reda
 
 from __future__ import annotations
 
-import calendar
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from hangwatch.bundle import evidence_from_files, read_bundle_files
+from hangwatch.bundle import evidence_from_files, read_bundle_files, read_recorded
 from hangwatch.classify import Rule, classify
 from hangwatch.errors import HangwatchError
 from hangwatch.model import Evidence, ProcessStack, Verdict
@@ -44,12 +42,11 @@ def report_html(node: Mapping[str, Any], *, title: str) -> str:
 
 def bundle_node(files: Mapping[str, bytes], evidence: Evidence, verdict: Verdict, *, name: str) -> dict[str, Any]:
     """A NodeData dict (see hangwatch.sinks.web) from a bundle's files and its verdict."""
-    meta = evidence.meta
+    meta, recorded = evidence.meta, read_recorded(files)
     now = _float(meta.get("observed_for_s"))
-    captured = _epoch(meta.get("captured_at"))
+    captured = recorded.captured_at
     started = captured - now if captured is not None and now is not None else None
-    timeline_file = _json(files.get("timeline.json")) or {}
-    ranks = timeline_file.get("phases") if isinstance(timeline_file.get("phases"), dict) else None
+    ranks = recorded.phases
     if ranks is None:  # a bundle pasted from a report: phases without times, one open bar each
         ranks = {rank: [{"phase": phase.value, "at": 0.0, "end": None}] for rank, phase in verdict.phases.items()}
         now = now or 1.0
@@ -57,21 +54,18 @@ def bundle_node(files: Mapping[str, bytes], evidence: Evidence, verdict: Verdict
         now = max([_float(s.get("end")) or _float(s.get("at")) or 0.0 for spans in ranks.values() for s in spans] or [1.0])
     server = str(meta.get("host") or name)
     stacks: dict[str, Any] = {"server": server, "stacks": redacted(latest_stacks(evidence.stacks))}
-    tree = _json(files.get("stacktree.json"))
-    if isinstance(tree, dict):
-        stacks["tree"] = tree
-    gpus = _json(files.get("gpus.json")) or {}
-    transitions = [t for t in timeline_file.get("transitions") or [] if isinstance(t, dict)]
+    if recorded.stack_tree is not None:
+        stacks["tree"] = recorded.stack_tree
     return {
         "name": name, "url": None, "error": None,
         "verdict": redacted_verdict(verdict),
         "timeline": {"server": server, "ranks": redacted(ranks), "started_at": started, "now": now},
         "stacks": stacks,
-        "gpus": {"server": server, "started_at": started, "samples": gpus.get("samples") or []},
-        "history": {"enabled": bool(transitions), "alerts": [], "transitions": [
+        "gpus": {"server": server, "started_at": started, "samples": list(recorded.gpu_samples)},
+        "history": {"enabled": bool(recorded.transitions), "alerts": [], "transitions": [
             {"at": t.get("wall"), "state": t.get("state"), "cause": t.get("cause"), "rule": t.get("rule"),
-             "phase": t.get("phase"), "episode_id": t.get("episode_id")} for t in reversed(transitions)]},
-        "preflight": _json(files.get("preflight.json")),
+             "phase": t.get("phase"), "episode_id": t.get("episode_id")} for t in reversed(recorded.transitions)]},
+        "preflight": recorded.preflight,
     }
 
 
@@ -86,23 +80,5 @@ def latest_stacks(stacks: Sequence[ProcessStack]) -> dict[str, list[dict[str, An
          "library": f.library} for f in th.frames]} for th in stack.threads] for label, stack in latest.items()}
 
 
-def _json(data: bytes | None) -> Any:
-    if not data:
-        return None
-    try:
-        return json.loads(data)
-    except ValueError:
-        return None
-
-
 def _float(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-def _epoch(value: Any) -> float | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return float(calendar.timegm(time.strptime(value, "%Y-%m-%dT%H:%M:%SZ")))
-    except ValueError:
-        return None

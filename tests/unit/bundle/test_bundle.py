@@ -1,4 +1,4 @@
-"""hangwatch.bundle: BUNDLE.md bundles read from directories and .tar.gz, and written back."""
+"""hangwatch.bundle: docs/bundle-format.md bundles read from directories and .tar.gz, and written back."""
 
 from __future__ import annotations
 

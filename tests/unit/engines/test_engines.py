@@ -1,6 +1,6 @@
 """Engines: phase events for SGLang 0.4.6 / 0.5.9 / 0.5.23 and vLLM 0.11 / 0.33, process roles,
-engine guessing, rank positions. Log strings are copied from shared/reference/sglang-startup.md
-(rendered from the f-strings quoted there), sglang-on-cpu.md §3.4-3.5 and the DEV corpus.
+engine guessing, rank positions. Log strings are copied from ../shared/reference/sglang-startup.md
+(rendered from the f-strings quoted there), ../shared/reference/sglang-on-cpu.md §3.4-3.5 and the DEV corpus.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def brief(evs) -> list[tuple[str, str | None, bool]]:
     return [(e.phase.value, e.rank, e.end) for e in evs]
 
 
-# Real SGLang 0.5.23 CPU start (sglang-on-cpu.md §3.4, try 6), TP=1: no rank prefixes.
+# Real SGLang 0.5.23 CPU start (../shared/reference/sglang-on-cpu.md §3.4, try 6), TP=1: no rank prefixes.
 SGLANG_0523_TP1 = """\
 The current platform does not support Intel AMX, will fallback to torch_native backend.
 server_args={...}
@@ -70,7 +70,7 @@ def test_sglang_0523_cpu_start_phases_in_order():
     assert rank_positions(evs) == {MAIN: (Phase.READY, True)}
 
 
-# sglang-on-cpu.md §3.5 (a): TP0 waits for a second node that never comes.
+# ../shared/reference/sglang-on-cpu.md §3.5 (a): TP0 waits for a second node that never comes.
 SGLANG_STUCK_DIST = """\
 [2026-11-29 23:43:20] server_args=ServerArgs(...)
 [2026-11-29 23:43:26 TP0] Init parallel begin.
@@ -87,7 +87,7 @@ def test_sglang_stuck_in_dist_init():
     assert not ready_seen(evs)
 
 
-# sglang-on-cpu.md §3.5 (c): TP0 finished loading and waits in the barrier; TP1 is still loading.
+# ../shared/reference/sglang-on-cpu.md §3.5 (c): TP0 finished loading and waits in the barrier; TP1 is still loading.
 SGLANG_STUCK_AFTER_LOAD = """\
 [2026-11-29 23:50:01 TP0] Init parallel begin.
 [2026-11-29 23:50:01 TP1] Init parallel begin.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hangwatch.classify.loader import load_text
+from hangwatch.classify.language.loader import load_text
 from hangwatch.engines import get_engine, guess_engine, register, unregister
 from hangwatch.errors import RuleError
 from hangwatch.model import Origin, Phase

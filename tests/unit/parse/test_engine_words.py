@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from hangwatch.parse.engine_words import EngineWords, split_template, template_regex
+from hangwatch.parse.engine_words import EngineWords, anchor_index, split_template, template_regex
 
 ROWS = [
     ["sglang", "sglang/srt/model_executor/pool_configurator.py", "MemoryPoolConfig.__post_init__", 99, "raise",
@@ -98,3 +98,23 @@ def test_packages_restrict_the_search(words: EngineWords) -> None:
 def test_a_bad_format_is_refused() -> None:
     with pytest.raises(ValueError, match="format"):
         EngineWords({"format": 99, "versions": {}, "sites": []})
+
+
+def test_a_precompiled_index_matches_as_one_built_on_load(words: EngineWords) -> None:
+    # GIVEN the same sites as a format-2 index (its anchors precompiled, as the generator writes it)
+    compiled = EngineWords({**DOC, "format": 2, "anchors": anchor_index(ROWS)})
+    # THEN every message finds the same candidates and the same match
+    for text in ("Not enough memory. Please try to increase --mem-fraction-static.",
+                 "Free memory on device cuda:0 (1.5/80 GiB) on startup is less than desired GPU memory utilization",
+                 "port at 30000 is not available in 30 seconds. boom"):
+        assert [s.template for s in compiled.candidates(text)] == [s.template for s in words.candidates(text)]
+        assert compiled.match(text) == words.match(text)
+
+
+def test_the_shipped_anchors_are_those_of_its_sites() -> None:
+    # the shipped index carries its anchor index precompiled: it must be the one its sites make
+    from hangwatch.classify.verdict.raise_sites import INDEX_FILE
+
+    doc = json.loads(gzip.decompress(INDEX_FILE.read_bytes()))
+    assert doc["format"] == 2
+    assert doc["anchors"] == anchor_index(doc["sites"])

@@ -229,3 +229,21 @@ def test_a_failure_logged_as_a_warning_is_root_only_when_nothing_failed_at_error
     assert only.warning and only.role == "root"
     (nccl,) = failures("h:1:2 [0] transport/nvls.cc:155 NCCL WARN Cuda failure 1 'invalid argument'\n")
     assert not nccl.warning
+
+
+def test_the_line_shapes_find_every_line_a_search_per_line_finds() -> None:
+    # GIVEN a log of repeated batch lines (counters differ) with failures of every kind of _MAYBE among them
+    from hangwatch.parse import failures
+
+    words = ["the peer said (111)", "Connection refused", "CUDA error: an illegal memory access", "exit code 1", "SIGSEGV received",
+             "Timed out after 30 s", "NCCL WARN Call to connect returned", "oom-killer", "Xid 79", "can't open"]
+    text = "".join(f"[2026-11-30 10:00:{i % 60:02d} TP0] Prefill batch. #new-seq: {i}, #new-token: {i * 7}\n"
+                   + (f"[2026-11-30 10:00:{i % 60:02d} TP1] {words[i // 50 % len(words)]} at step {i}\n" if i % 50 == 7 else "")
+                   for i in range(2000))
+    lines = read_log_lines(text.encode())
+    # WHEN the candidates are found by their shapes
+    found = failures._candidates(lines)
+    # THEN they are every line _MAYBE finds in the line itself (a superset is allowed: _single reads each)
+    each = {i for i, line in enumerate(lines) if failures._MAYBE.search(failures._body(line).lower())}
+    assert each and each <= found
+    assert failures._MAYBE_SHAPE.pattern != failures._MAYBE.pattern  # its literal with digits was made 0s

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from hangwatch.bundle import read_bundle
 from hangwatch.classify import classify, load_rules
-from hangwatch.classify.pasted import with_pasted
+from hangwatch.classify.verdict.pasted import with_pasted
 from hangwatch.model import LogLine
 from hangwatch.parse.logdumps import dumps_in, stacks_in
 from helpers.paths import FIXTURES

@@ -1,7 +1,7 @@
 """read_log_lines: prefixes of SGLang / vLLM / uvicorn / NCCL and the dirt real logs carry.
 
-Strings are copied from shared/reference/sglang-startup.md, sglang-on-cpu.md §3.5 and the DEV
-corpus (shared/corpus/dev/*/server.log).
+Strings are copied from ../shared/reference/sglang-startup.md, ../shared/reference/sglang-on-cpu.md §3.5 and the DEV
+corpus (../shared/corpus/dev/*/server.log).
 """
 
 from __future__ import annotations

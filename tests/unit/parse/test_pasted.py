@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hangwatch.classify.pasted import with_pasted
+from hangwatch.classify.verdict.pasted import with_pasted
 from hangwatch.model import Evidence, LogLine
 from hangwatch.parse.pasted import (
     compute_capability,

@@ -1,5 +1,5 @@
 """hangwatch.parse.stacks: every stack format -> ProcessStack. Samples in tests/fixtures/stacks/ are real
-output (see its README.md); a few short ones are inline, copied from shared/reference/."""
+output (see its README.md); a few short ones are inline, copied from ../shared/reference/."""
 
 from __future__ import annotations
 
@@ -176,7 +176,7 @@ def test_pyspy_text_subprocesses_gives_each_process() -> None:
 
 
 def test_pyspy_text_inline_from_reference_with_several_processes() -> None:
-    # shared/reference/sglang-on-cpu.md §2b: two ranks pasted into one file
+    # ../shared/reference/sglang-on-cpu.md §2b: two ranks pasted into one file
     text = b"""Process 18773: sglang::scheduler_TP0
 Thread 18773 (idle): "MainThread"
     all_reduce (torch/distributed/distributed_c10d.py:3252)
@@ -267,7 +267,7 @@ def test_gdb_thread_apply_all_bt() -> None:
 
 
 def test_gdb_nccl_bootstrap_backtrace() -> None:
-    # shape of shared/reference/anchors.md appendix (init hang, native stack)
+    # shape of ../shared/reference/anchors.md appendix (init hang, native stack)
     text = b"""#0  0x00007f3c8e11d4c7 in accept () from /lib/x86_64-linux-gnu/libc.so.6
 #1  0x00007f3b2c4a1b2e in ncclSocketAccept (sock=0x7ffd1, listenSock=0x7ffd2) at misc/socket.cc:620
 #2  0x00007f3b2c46d0f1 in bootstrapInit (nHandles=1, handles=0x55, comm=0x56) at bootstrap.cc:714

@@ -10,7 +10,7 @@ from pathlib import Path
 from hangwatch.classify import load_rules
 from hangwatch.classify.catalogue import catalogue
 from hangwatch.classify.causes import CAUSES
-from hangwatch.classify.preflight import load_checks
+from hangwatch.classify.preflight.checks import load_checks
 from hangwatch.sinks.catalogue import catalogue_markdown
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -84,7 +84,7 @@ def test_without_candidates_the_runners_up_stay() -> None:
 
 
 def test_a_prior_from_where_the_start_stopped_is_named_a_prior() -> None:
-    from hangwatch.classify.differential import PRIOR_MARK
+    from hangwatch.classify.verdict.differential import PRIOR_MARK
     from hangwatch.model import Candidate
 
     prior = Candidate("port_in_use", 0.25, None, (f"{PRIOR_MARK} (no phase line, crashed): 10 of 35 such reports",),

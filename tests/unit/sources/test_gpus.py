@@ -7,13 +7,13 @@ import json
 import pynvml
 import pytest
 
+from hangwatch.bundle.write import gpus_json
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import GpuInfo, GpuProcess, GpuSample
 from hangwatch.sources.gpus import (
     LOST_NAME,
     Nvml,
     RecordedNvml,
-    gpus_json,
     read_gpus,
     record_gpus,
 )

@@ -10,8 +10,9 @@ import time
 
 import pytest
 
+from hangwatch.bundle.write import gpus_json
 from hangwatch.errors import SourceUnavailable
-from hangwatch.sources.gpus import Nvml, gpus_json, read_gpus, record_gpus
+from hangwatch.sources.gpus import Nvml, read_gpus, record_gpus
 
 
 def _nvml_works() -> bool:

@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 
+import psutil
 import pytest
 
 from hangwatch.errors import SourceUnavailable
@@ -108,6 +109,26 @@ def test_an_exited_process_stays_in_the_list(spawner: Spawner, tmp_path) -> None
     # THEN it is still listed, dead; its exit code went to its parent, so it is unknown
     assert records[kid].alive is False and records[kid].exit_code is None and records[kid].cpu_percent is None
     assert by_pid(sampler.sample(parent.pid))[kid].alive is False  # and it stays
+
+
+def test_a_stepped_clock_does_not_make_live_processes_exited(spawner: Spawner, tmp_path, monkeypatch) -> None:
+    """A simulation of a clock step: the boot time /proc/stat reports moves by a second between
+    two samples (it does when a VM is resumed or NTP steps the clock). psutil's create_time()
+    moves with it; the processes did not restart, so none may read as exited."""
+    import psutil._pslinux as pslinux
+
+    code = PARENT.format(codes=["import time; time.sleep(60)"] * 2, after="")
+    parent, kids = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    first = by_pid(sampler.sample(parent.pid))
+    real_boot_time = pslinux.boot_time
+    monkeypatch.setattr(pslinux, "boot_time", lambda: real_boot_time() + 1.0)
+    assert psutil.Process(kids[0]).create_time() != first[kids[0]].create_time  # the step is seen by psutil
+    for _ in range(3):
+        records = sampler.sample(parent.pid)
+        assert sorted(r.pid for r in records) == sorted([parent.pid, *kids])  # no second, dead copy
+        assert all(r.alive for r in records)
+        assert {r.pid: r.create_time for r in records} == {pid: r.create_time for pid, r in first.items()}
 
 
 def test_exit_code_of_our_own_child_is_read_without_reaping_it(spawner: Spawner) -> None:
@@ -255,3 +276,30 @@ while True:
     wait_until(lambda: not by_pid(read_procs(parent.pid)).get(kids[0], ProcessRecord(0, None, "", "other", alive=False)).alive, 10)
     records = by_pid(sampler.sample(parent.pid, rescan=False))
     assert len([r for r in records.values() if r.alive]) == 2 and not records[kids[0]].alive
+
+
+def test_without_a_rescan_the_threads_files_are_read_at_their_own_pace(spawner: Spawner, tmp_path, monkeypatch) -> None:
+    # GIVEN a process that reads a file on SIGUSR1 (its io counters move), sampled once with a rescan
+    from hangwatch.sources import procs
+
+    data = tmp_path / "data.bin"
+    data.write_bytes(b"x" * (2 << 20))
+    code = ("import json, os, signal, time\n"
+            f"signal.signal(signal.SIGUSR1, lambda *a: open({str(data)!r}, 'rb').read())\n"
+            "open(os.environ['HW_READY'], 'w').write(json.dumps(os.getpid()))\n"
+            "while True: time.sleep(60)")
+    child, _ = spawner.ready(code, tmp_path / "ready.json")
+    sampler = ProcessSampler()
+    first = by_pid(sampler.sample(child.pid))[child.pid]
+    assert first.io_read_bytes is not None and first.wchan
+    # WHEN it reads 2 MiB and is sampled again without a rescan, within THREADS_EVERY_S
+    os.kill(child.pid, signal.SIGUSR1)
+    wait_until(lambda: (read_io_bytes(child.pid) or 0) > first.io_read_bytes + (1 << 20), 10)
+    kept = by_pid(sampler.sample(child.pid, rescan=False))[child.pid]
+    # THEN its per-thread files were not read again: the last io and wchan stand
+    assert kept.io_read_bytes == first.io_read_bytes and kept.wchan == first.wchan
+    assert kept.cpu_time_s is not None and kept.alive  # the process's own files are read every sample
+    # WHEN THREADS_EVERY_S has passed (or a rescan is asked for), they are read again
+    monkeypatch.setattr(procs, "THREADS_EVERY_S", 0.0)
+    fresh = by_pid(sampler.sample(child.pid, rescan=False))[child.pid]
+    assert fresh.io_read_bytes is not None and fresh.io_read_bytes > first.io_read_bytes + (1 << 20)

@@ -18,6 +18,7 @@ import logging
 import os
 import signal
 import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 CPU = os.environ.get("LAB_GPU_CPU") == "1"
@@ -47,11 +48,22 @@ def _onset(path: str | None, what: str) -> None:
         os.replace(path + ".tmp", path)
 
 
-class Rank:
-    """What one scheduler process knows: its rank, the world, the log, the onset file."""
+@dataclass(frozen=True)
+class RankOptions:
+    """The launch flags a rank acts on. disable_cuda_graph: SGLang's --disable-cuda-graph (no
+    CudaGraphRunner: nothing is captured, decode runs eagerly). launcher_says_ready: the launcher
+    logs the ready line once its HTTP side answers (run.py --http-port), so rank 0 does not."""
 
-    def __init__(self, rank: int, world: int, port: int, onset: str | None):
+    disable_cuda_graph: bool = False
+    launcher_says_ready: bool = False
+
+
+class Rank:
+    """What one scheduler process knows: its rank, the world, the log, the onset file, the flags."""
+
+    def __init__(self, rank: int, world: int, port: int, onset: str | None, options: RankOptions | None = None):
         self.rank, self.world, self.port, self.onset = rank, world, port, onset
+        self.options = options or RankOptions()
         self.log = _log(rank, world)
         import torch
 
@@ -250,13 +262,15 @@ def scenario_healthy(r: Rank) -> None:
     if not CPU:
         _dummy_sampler_run(r, hang=False)
     r.log.info("Memory pool end. avail mem=%.2f GB", r.free_gib())
-    r.log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", r.free_gib())
-    t = time.time()
-    graphs = capture_healthy(r, (1, 2, 4, 8, *range(16, 257, 8)))  # SGLang's default shapes
-    r.log.info("Capture cuda graph end. Time elapsed: %.2f s. mem usage=0.10 GB. avail mem=%.2f GB.",
-               time.time() - t, r.free_gib())
+    graphs = []
+    if not r.options.disable_cuda_graph:
+        r.log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", r.free_gib())
+        t = time.time()
+        graphs = capture_healthy(r, (1, 2, 4, 8, *range(16, 257, 8)))  # SGLang's default shapes
+        r.log.info("Capture cuda graph end. Time elapsed: %.2f s. mem usage=0.10 GB. avail mem=%.2f GB.",
+                   time.time() - t, r.free_gib())
     r.log.info("max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384")
-    if r.rank == 0:
+    if r.rank == 0 and not r.options.launcher_says_ready:
         r.log.info("The server is fired up and ready to roll!")
     r.healthy_keep = (weights, pool, graphs)  # type: ignore[attr-defined]  # held while the server runs
 
@@ -333,14 +347,24 @@ def scenario_spin_kernel(r: Rank) -> None:
 
 
 def scenario_graph_capture(r: Rank) -> None:
+    """The capture loop out of step between the ranks (capture_one_batch_size) hangs in the first
+    shape. With --disable-cuda-graph (r.options) SGLang creates no CudaGraphRunner: the loop is
+    never entered, and the same ranks, weights and pool go on to ready (decode would run eagerly)."""
     init_distributed_environment(r)
     weights = load_model(r, 4)
     r.log.info("KV Cache is allocated. #tokens: 100000, K size: 1.00 GB, V size: 1.00 GB")
-    r.log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", r.free_gib())
-    for bs in (1, 2, 4, 8):
-        capture_one_batch_size(r, bs)
-    r.log.info("Capture cuda graph end. Time elapsed: 1.00 s.")
-    del weights
+    pool = [r.alloc_gib(1) for _ in range(2)]
+    r.log.info("Memory pool end. avail mem=%.2f GB", r.free_gib())
+    if not r.options.disable_cuda_graph:
+        r.log.info("Capture cuda graph begin. This can take up to several minutes. avail mem=%.2f GB", r.free_gib())
+        for bs in (1, 2, 4, 8):
+            capture_one_batch_size(r, bs)
+        r.log.info("Capture cuda graph end. Time elapsed: 1.00 s.")
+    get_available_gpu_memory(r)  # the ranks agree on the memory left, as after a capture (a real collective)
+    r.log.info("max_total_num_tokens=100000, chunked_prefill_size=8192, max_prefill_tokens=16384")
+    if r.rank == 0 and not r.options.launcher_says_ready:
+        r.log.info("The server is fired up and ready to roll!")
+    r.graph_keep = (weights, pool)  # type: ignore[attr-defined]  # held while the server runs
 
 
 SCENARIOS = {
@@ -357,19 +381,22 @@ SINGLE_RANK = ("kv-slow",)
 
 
 def run_scheduler_process(scenario: str, rank: int, world: int, port: int, log_path: str,
-                          onset: str | None, ready_writer, wait_file: str | None = None) -> None:
-    """A scheduler process: log to the server log, take the title, run the scenario, then report
-    ready to the launcher (which none of the hanging scenarios reaches)."""
+                          onset: str | None, ready_writer, wait_file: str | None = None,
+                          options: RankOptions | None = None) -> None:
+    """A scheduler process: log to the server log (`-`: the launcher's stdout and stderr, which it
+    inherits), take the title, run the scenario, then report ready to the launcher (which none of
+    the hanging scenarios reaches)."""
     os.environ.setdefault("NCCL_NVLS_ENABLE", "0")  # multicast off: it can wedge the shared host's GPUs
     os.environ.setdefault("TORCH_SYMM_MEM_DISABLE_MULTICAST", "1")
     os.environ.setdefault("NVSHMEM_DISABLE_NVLS", "1")
-    fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
+    if log_path != "-":
+        fd = os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
     _title(rank, world)
     while wait_file and not os.path.exists(wait_file):  # hangwatch attached first: it times every phase
         time.sleep(0.05)
-    SCENARIOS[scenario](Rank(rank, world, port, onset))
+    SCENARIOS[scenario](Rank(rank, world, port, onset, options))
     ready_writer.send({"status": "ready", "rank": rank})
     while True:  # the event loop of a ready scheduler
         time.sleep(1.0)
