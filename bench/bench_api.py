@@ -2,7 +2,7 @@
 
     python bench/bench_api.py [--clients 200] [--seconds 10] [--interval 1.0]
 
-The server runs in a child process, as in `hangwatch attach --serve`: a StaticView that a ticker
+The server runs in a child process, as in `hangwatch attach --serve`: a LatestView that a ticker
 thread updates at 1 Hz (a new verdict each tick, as the watch loop does), the API in a uvicorn
 thread. The clients are asyncio connections (HTTP/1.1 keep-alive) in this process; each starts at a random
 offset, sends a request, waits for the answer, sleeps `--interval`, and repeats (`--interval 0`:
@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import psutil
@@ -59,7 +60,7 @@ def ticker(view, make_verdict, stats: dict, stop: threading.Event) -> None:
         stats["max_late_ms"] = max(stats["max_late_ms"], (time.monotonic() - due) * 1000)
         stats["ticks"] += 1
         stats["elapsed"] = time.monotonic() - start
-        view.publish(verdict=make_verdict(since_s=float(stats["ticks"])), tick=True)
+        view.publish(replace(view.latest(), verdict=make_verdict(since_s=float(stats["ticks"]))), tick=True)
 
 
 # ---------------------------------------------------------------- the clients (this process)

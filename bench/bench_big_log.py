@@ -114,7 +114,7 @@ def first_verdicts(pid: int, start: bytes, tmp: Path, gib: int, repeat: int, cli
                     if path == big:
                         cpu.append(spent)
                         look.append(looked[0])
-                        phases = sorted({p.event.phase.value for p in watcher.log.phases})
+                        phases = sorted({p.event.phase.value for p in watcher.log.ring.phases})
                         seen = watcher.sources.log_bytes_seen
                         state = verdict.state.value
                     watcher.close()
@@ -164,11 +164,11 @@ def burst(pid: int, start: bytes, tmp: Path, mb_s: float, seconds: float) -> Non
             t0 = time.monotonic()
             watcher.tick()
             ticks.append(time.monotonic() - t0)
-            texts = {p.event.text for p in watcher.log.phases}
+            texts = {p.event.text for p in watcher.log.ring.phases}
             for name, line in (("inner", INNER_PHASE), ("last", LAST_PHASE)):
                 if name not in seen_at and line.decode().rstrip("\n") in texts:
                     seen_at[name] = time.monotonic()
-            if any(x.text.startswith("torch.OutOfMemoryError") for x in watcher.log.lines) and "traceback" not in seen_at:
+            if any(x.text.startswith("torch.OutOfMemoryError") for x in watcher.log.ring.lines) and "traceback" not in seen_at:
                 seen_at["traceback"] = time.monotonic()
             stop.wait(max(0.0, 1.0 - (time.monotonic() - t0)))
 

@@ -44,7 +44,7 @@ SLEEPER = "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); s.liste
 
 def snapshot_of_eight(tmp: Path) -> None:
     from hangwatch.sources.pyspy import dump_many
-    from hangwatch.watch.gather import find_pyspy
+    from hangwatch.watch.livesources import find_pyspy
 
     procs = Procs()
     try:
@@ -149,13 +149,13 @@ def _in_process_first_tick(pid: int, big: Path) -> None:
     _, verdict = watcher.tick()
     elapsed = time.perf_counter() - started
     print(f"   in process (rules loaded): discover + first tick {elapsed * 1000:.0f} ms, "
-          f"{len(watcher.log.lines)} lines read, {verdict.state.value}")
+          f"{len(watcher.log.ring.lines)} lines read, {verdict.state.value}")
     ticks = []
     for _ in range(5):
         t0 = time.perf_counter()
         watcher.tick()
         ticks.append(time.perf_counter() - t0)
-    print(f"   a steady tick over {len(watcher.log.lines)} lines: median {statistics.median(ticks) * 1000:.1f} ms")
+    print(f"   a steady tick over {len(watcher.log.ring.lines)} lines: median {statistics.median(ticks) * 1000:.1f} ms")
     watcher.close()
 
 

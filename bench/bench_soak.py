@@ -41,12 +41,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from hangwatch.classify import load_rules  # noqa: E402
+from hangwatch.model import Missing  # noqa: E402
 from hangwatch.sinks.alerts import AlertDispatcher, RetryPolicy, WebhookSink  # noqa: E402
 from hangwatch.sinks.api import create_app, serve_in_thread  # noqa: E402
 from hangwatch.sinks.store import HistoryStore, Retention  # noqa: E402
 from hangwatch.watch import WatchConfig, Watcher  # noqa: E402
-from hangwatch.watch.gather import LiveSources  # noqa: E402
-from hangwatch.watch.published import StaticView  # noqa: E402
+from hangwatch.watch.logsource import LogSource  # noqa: E402
+from hangwatch.watch.published import LatestView  # noqa: E402
+from hangwatch.watch.reading import EVERY, Reading  # noqa: E402
 from helpers.recorded_sources import RecordedSources, proc, server  # noqa: E402
 
 SERVER = "sim-sglang:30000"
@@ -68,24 +70,27 @@ SERVING = "[{ts} TP0] Prefill batch. #new-seq: 1, #new-token: {n}, #cached-token
 
 class SimulatedServer(RecordedSources):
     """The Sources of one simulated start: a simulated process table, and its log read from the
-    real file by the daemon's own log reader (LiveSources: LogTail, its rotation, and a burst
-    skimmed or skipped as watch/gather.py does)."""
+    real file by the daemon's own log reader (LogSource, as LiveSources reads it: LogTail, its
+    rotation, and a burst skimmed or skipped, the skip said in the reading's missing)."""
 
     def __init__(self, log: Path, pid: int, rules: list[Any]) -> None:
         super().__init__(procs=[proc(pid, "launcher", ppid=1), proc(pid + 1, "scheduler", "TP0", ppid=pid),
                                 proc(pid + 2, "scheduler", "TP1", ppid=pid)])
+        self.log_missing: dict[str, Missing] = {}  # the reader's "log" and "log_burst" entries
         # a start tail of 0, as `hangwatch run` on a log that exists: this start's lines only
-        self.reader = LiveSources(server(), WatchConfig(log_path=str(log), initial_log_bytes=0, gpus=False), rules=rules)
+        config = WatchConfig(log_path=str(log), initial_log_bytes=0, gpus=False)
+        self.reader = LogSource(server(), config, rules, self.log_missing)
 
     @property
     def log_bytes_seen(self) -> int:
-        return self.reader.log_bytes_seen
+        return self.reader.bytes_seen
 
     def read_log(self) -> bytes:
-        return self.reader.read_log()
+        return self.reader.read() if self.reader.opened else b""
 
-    def missing(self) -> tuple[Any, ...]:
-        return (*super().missing(), *(m for m in self.reader.missing() if m.source.startswith("log")))
+    def read(self, parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
+        reading = super().read(parts, rescan=rescan)
+        return replace(reading, missing=(*reading.missing, *self.log_missing.values()))
 
     def close(self) -> None:
         self.reader.close()
@@ -134,7 +139,7 @@ class Log:
             self.rotations += 1
 
 
-def one_start(n: int, log: Log, rules: list[Any], view: StaticView, dispatcher: AlertDispatcher, ticks: int,
+def one_start(n: int, log: Log, rules: list[Any], view: LatestView, dispatcher: AlertDispatcher, ticks: int,
               clock: list[float], serving_lines: int, burst: bytes, skipped: list[int]) -> str:
     kind = "crash" if n % 10 == 3 else "stall" if n % 10 == 7 else "healthy"
     sim = SimulatedServer(log.path, 1000 + 10 * n, rules)
@@ -258,7 +263,7 @@ def main() -> None:
                                                      every_writes=100))
         sink = WebhookSink(f"http://127.0.0.1:{receiver.server_address[1]}/hook")
         dispatcher = AlertDispatcher([sink], store, policy=RetryPolicy(attempts=None))
-        view = StaticView(SERVER, started_at=time.time())
+        view = LatestView(SERVER, started_at=time.time())
         api = serve_in_thread(create_app(view, store=store, rate=None), "127.0.0.1", 0)
         log = Log(tmp / "server.log", int(args.rotate_mib * 2**20))
         clock, rows, at, ends, skipped = [0.0], [], [], {}, [0]

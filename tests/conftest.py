@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hangwatch.model import Verdict
-from hangwatch.watch.published import StaticView
+from hangwatch.watch.published import LatestView
 from helpers.labrun import HeldScenarios, held_groups
 from helpers.liveprocs import Spawner
 from helpers.serve_fixtures import make_verdict, make_view
@@ -33,7 +33,7 @@ def stalled() -> Verdict:
 
 
 @pytest.fixture
-def view(stalled: Verdict) -> StaticView:
+def view(stalled: Verdict) -> LatestView:
     return make_view(stalled)
 
 

@@ -290,7 +290,7 @@ def _server_gone(episode: Any) -> bool:
     running, or runs a process started after the episode (the pid was reused)."""
     import psutil
 
-    from hangwatch.watch.watcher import server_pid
+    from hangwatch.watch.server import server_pid
 
     pid = server_pid(episode.server)
     if pid is None:

@@ -322,7 +322,7 @@ def setup_key(argv: Sequence[str]) -> SetupKey | None:
     """(engine, version, model, TP, GPU) of a command, as the watcher keys past starts."""
     from hangwatch.parse.flags import parse_flags
     from hangwatch.sources.discover import launcher_engine
-    from hangwatch.watch.gather import engine_version
+    from hangwatch.watch.livesources import engine_version
 
     cmdline = shlex.join(argv)
     engine = launcher_engine(cmdline)

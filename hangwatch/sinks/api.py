@@ -262,24 +262,25 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
 
     @app.get("/healthz", response_model=HealthModel, summary="Liveness (no token needed)")
     async def healthz() -> Any:
-        verdict = view.verdict()
-        age = view.tick_age_s() if hasattr(view, "tick_age_s") else None
-        stale = age is not None and age > stale_after_s
-        body = {"status": "stale" if stale else "ok", "ticks": view.tick_count(),
+        latest, age = view.latest(), view.tick_age_s()
+        verdict, stale = latest.verdict, age > stale_after_s
+        body = {"status": "stale" if stale else "ok", "ticks": latest.tick,
                 "state": verdict.state.value if verdict else None}
         return _json_response(body, 503) if stale else body
 
     @app.get("/verdict", response_model=VerdictModel, summary="The latest verdict (as `diagnose --json`)",
              responses={503: {"model": ErrorModel, "description": "No verdict yet"}})
     async def verdict() -> Response:
-        current = view.verdict()
+        current = view.latest().verdict
         if current is None:
             return _json_response({"detail": "no verdict yet"}, 503, {"Retry-After": "1"})
         return Response(cache.body(current), media_type=_JSON)
 
     @app.get("/stacks", response_model=StacksModel, summary="The latest Python stacks per rank")
     def stacks() -> dict[str, Any]:
-        return {"server": view.server_name, "stacks": redacted(view.stacks()), "tree": redacted(view.stack_tree())}
+        latest = view.latest()
+        return {"server": view.server_name, "stacks": redacted(dict(latest.stacks)),
+                "tree": redacted(dict(latest.stack_tree))}
 
     @app.get("/startupz", response_model=StartupModel, summary="Startup probe: 200 once ready, else 503 (no token needed)",
              responses={503: {"model": StartupModel, "description": "Not ready yet (the body says why)"}})
@@ -290,13 +291,13 @@ def _routes(app: FastAPI, view: WatchView, store: HistoryStore | None, registry:
     @app.get("/timeline", response_model=TimelineModel, summary="Startup phases per rank, with times")
     def timeline() -> dict[str, Any]:
         started = getattr(view, "started_at", None)
-        return {"server": view.server_name, "ranks": redacted(view.timeline()), "started_at": started,
+        return {"server": view.server_name, "ranks": redacted(dict(view.latest().timeline)), "started_at": started,
                 "now": None if started is None else round(time.time() - started, 3)}
 
     @app.get("/gpus", response_model=GpusModel, summary="Per-GPU memory and utilisation over time")
     def gpus() -> dict[str, Any]:
         return {"server": view.server_name, "started_at": getattr(view, "started_at", None),
-                "samples": gpu_history(view.gpu_samples())}
+                "samples": gpu_history(list(view.latest().gpu_samples))}
 
     @app.get("/history", response_model=HistoryModel,
              summary="Past verdict transitions, episodes and alert deliveries of this server (?all=1: of every server)")
@@ -365,8 +366,8 @@ def gpu_history(samples: list[GpuSample], limit: int = 600) -> list[dict[str, An
 
 def startup_body(view: WatchView) -> dict[str, Any]:
     """What /startupz says: state, phase, time watched, ETA and cause (k8s shows it on a failed probe)."""
-    verdict = view.verdict()
-    obs = view.observation()
+    latest = view.latest()
+    verdict, obs = latest.verdict, latest.observation
     return {
         "ready": verdict is not None and verdict.state.value == "ready",
         "state": verdict.state.value if verdict else None,
@@ -403,10 +404,10 @@ class _BundleCache:
 
     def get(self) -> bytes:
         with self._lock:
-            tick = self._view.tick_count()
-            if tick != self._tick or not self._data:
-                self._data = bundle_tarball_bytes(self._view.bundle_files())  # redacted by the writer
-                self._tick = tick
+            latest = self._view.latest()
+            if latest.tick != self._tick or not self._data:
+                self._data = bundle_tarball_bytes(latest.bundle_files())  # redacted by the writer
+                self._tick = latest.tick
             return self._data
 
 

@@ -28,6 +28,7 @@ from prometheus_client.metrics_core import (
 from hangwatch._version import __version__
 from hangwatch.model import GpuSample, Phase, State, Verdict
 from hangwatch.sinks.launchid import AgentLabels, launch_of
+from hangwatch.watch.observation import Observation
 from hangwatch.watch.published import WatchView
 
 __all__ = ["VerdictCollector", "make_registry"]
@@ -51,11 +52,11 @@ class VerdictCollector:
         self._agent = agent or AgentLabels()
 
     def collect(self) -> Iterable[Metric]:
-        key = [self._view.server_name, self._host]
-        verdict = self._view.verdict()
+        key, latest = [self._view.server_name, self._host], self._view.latest()
+        verdict = latest.verdict
         yield _info(key)
-        yield self._agent_info(key)
-        yield _ticks(key, self._view.tick_count())
+        yield self._agent_info(key, latest.observation)
+        yield _ticks(key, latest.tick)
         yield _state(key, verdict)
         if verdict is not None:
             yield from _verdict_info(key, verdict)
@@ -64,12 +65,11 @@ class VerdictCollector:
             yield from _cause(key, verdict)
             yield from _stalled(key, verdict)
             yield from _live(key, verdict)
-        yield from _gpus(key, self._view.gpu_samples())
-        yield _latencies(key, self._view.sampler_latencies())
+        yield from _gpus(key, list(latest.gpu_samples))
+        yield _latencies(key, dict(latest.sampler_latencies))
 
 
-    def _agent_info(self, key: list[str]) -> Metric:
-        observation = self._view.observation()
+    def _agent_info(self, key: list[str], observation: Observation | None) -> Metric:
         server = observation.server if observation is not None else None
         launch = launch_of(server.engine if server else None, server.flags if server else {}, self._agent.launch_label)
         info = InfoMetricFamily("hangwatch_agent", "Where this agent's API is, and the multi-node start its server "

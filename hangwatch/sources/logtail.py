@@ -87,7 +87,7 @@ class LogTail:
 
     def read_at(self, offset: int, size: int) -> bytes:
         """`size` bytes of the file held from `offset` (pread: the read position is untouched);
-        the part of a big log before its start tail is searched this way (watch/gather.py)."""
+        the part of a big log before its start tail is searched this way (watch/livesources.py)."""
         if self._fh is None or size <= 0:
             return b""
         return os.pread(self._fh.fileno(), size, offset)

@@ -15,7 +15,7 @@ from typing import Any
 from hangwatch._version import __version__
 from hangwatch.bundle.write import gpus_json
 from hangwatch.model import Evidence, GpuSample, ProcessRecord, ProcessStack, ThreadStack
-from hangwatch.watch.observation import Observation, PhaseSpan, StackSnapshot
+from hangwatch.watch.observation import Observation, PhaseSpan, StackSample
 from hangwatch.watch.rings import TimedPhase
 
 __all__ = ["build_evidence", "bundle_files", "meta_dict", "phase_spans", "stacks_json", "timeline_json"]
@@ -123,7 +123,7 @@ def _timeline_file(obs: Observation) -> dict[str, Any]:
     }
 
 
-def _stack_files(samples: Iterable[StackSnapshot]) -> dict[str, bytes]:
+def _stack_files(samples: Iterable[StackSample]) -> dict[str, bytes]:
     files: dict[str, bytes] = {}
     for sample in samples:
         stack = sample.stack

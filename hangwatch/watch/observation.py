@@ -28,7 +28,7 @@ from hangwatch.model import (
 )
 from hangwatch.parse.logformats import formats_note
 
-__all__ = ["Observation", "PhaseSpan", "Progress", "ServerInfo", "StackSnapshot", "TransitionRecord"]
+__all__ = ["Observation", "PhaseSpan", "Progress", "ServerInfo", "StackSample", "TransitionRecord"]
 
 
 @dataclass(frozen=True)
@@ -68,8 +68,9 @@ class Progress:
 
 
 @dataclass(frozen=True)
-class StackSnapshot:
-    """One stack sample as taken: the parsed stack and py-spy's own JSON (what a bundle stores)."""
+class StackSample:
+    """One stack sample as taken: the parsed stack (numbered and timed by rings.StackRing) and
+    py-spy's own JSON (what a bundle stores)."""
 
     stack: ProcessStack
     raw: bytes
@@ -103,7 +104,7 @@ class Observation:
     phase_events: tuple[PhaseEvent, ...]  # every phase line seen, in order (what the classifier reads)
     gpus: tuple[GpuSample, ...]  # recent NVML samples, oldest first
     stacks: Mapping[str, ProcessStack]  # label -> its latest Python stack
-    stack_samples: tuple[StackSnapshot, ...]  # every kept sample (Python and native), for bundles
+    stack_samples: tuple[StackSample, ...]  # every kept sample (Python and native), for bundles
     stack_tree: Mapping[str, Any]  # the merged stack tree (classify.stacktree)
     ports: tuple[ListeningSocket, ...]
     ports_text: str | None

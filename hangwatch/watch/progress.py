@@ -2,18 +2,21 @@
 
 "Stall versus slow" (docs/live.md): a phase may be silent for minutes and still be healthy, so the
 watch loop decides from what moved, not from one timer. A `Snapshot` is the few numbers that can
-move; `progress_signals(prev, cur)` names the ones that did. No I/O and no clock here: the watch
-loop builds snapshots and passes times in.
+move; `progress_signals(prev, cur)` names the ones that did. `ProgressTracker` keeps the last
+snapshot and when something last moved. No I/O and no clock here: the watch loop builds snapshots
+and passes times in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from hangwatch.model import ProcessRecord, ProcessStack
+from hangwatch.model import GpuSample, ProcessRecord, ProcessStack
+from hangwatch.watch.episodes import Motion
 
 __all__ = [
+    "ProgressTracker",
     "ProcSample",
     "Snapshot",
     "StackMark",
@@ -27,6 +30,7 @@ __all__ = [
     "thread_marks",
     "wait_signature",
     "since_last_progress",
+    "snapshot_of",
 ]
 
 
@@ -226,3 +230,66 @@ def wait_signature(stack: ProcessStack) -> str:
     """Every thread's frames, idle ones too: the same wait seen again (the final blocker's for_s,
     and a deadlock confirmed in two rounds) must not mistake one idle wait for another."""
     return "|".join(sorted(";".join(f"{f.qualname}@{f.file}:{f.line}" for f in thread.frames) for thread in stack.threads))
+
+
+def snapshot_of(t: float, log_bytes: int, log_news: int, gpu: GpuSample | None, procs: Iterable[ProcessRecord],
+                stacks: Mapping[str, StackMark]) -> Snapshot:
+    """The movable numbers of one tick: the log's, the newest GPU sample's, the processes', the stacks'."""
+    procs = list(procs)
+    used = {g.index: g.memory_used_mib for g in gpu.gpus if g.memory_used_mib is not None} if gpu else {}
+    return Snapshot(t=t, log_bytes=log_bytes, log_news=log_news, gpu_used_mib=used, procs=proc_samples(procs),
+                    compilers=compiler_cpu(procs), stacks=dict(stacks))
+
+
+class ProgressTracker:
+    """What moved from tick to tick: the last snapshot, when something last moved, the recent signals."""
+
+    def __init__(self, thresholds: Thresholds = Thresholds(), recent_s: float = 10.0) -> None:
+        self.thresholds, self.recent_s = thresholds, recent_s
+        self.last: Snapshot | None = None
+        self._compared = False  # two snapshots were compared: "nothing moved" now means something
+        self._moved_t: float | None = None
+        self._signals: dict[str, float] = {}  # signal -> t last seen
+
+    def update(self, snapshot: Snapshot) -> list[Motion]:
+        """Compare with the last snapshot; returns the real progress, dated (see `motions`)."""
+        signals = progress_signals(self.last, snapshot, self.thresholds)
+        moved = motions(self.last, signals)
+        self._compared = self._compared or self.last is not None
+        self.last = snapshot
+        if signals:
+            self._moved_t = snapshot.t
+            self._signals.update(dict.fromkeys(signals, snapshot.t))
+        horizon = snapshot.t - self.recent_s
+        self._signals = {s: seen for s, seen in self._signals.items() if seen >= horizon}
+        return moved
+
+    def moved_since_last(self, snapshot: Snapshot) -> bool:
+        """Something moved since the last snapshot, which stays the baseline (the first look's
+        early end: `first_look_moved`)."""
+        return first_look_moved(self.last, snapshot, self.thresholds)
+
+    def since_last_progress(self, t: float, quiet_before_s: float) -> float:
+        """Seconds since anything moved; when nothing has since we came, since the log last moved
+        before we came (`quiet_before_s`) or earlier."""
+        if self._moved_t is None and self._compared:
+            return t + quiet_before_s
+        return since_last_progress(self._moved_t, 0.0, t)
+
+    def recent_signals(self) -> tuple[str, ...]:
+        return tuple(sorted(self._signals))
+
+
+def motions(before: Snapshot | None, signals: Sequence[str]) -> list[Motion]:
+    """Real progress with the start of the interval it moved in; plain log growth is not
+    (a warning repeated forever moves the log); a phase line is (logfollow.py)."""
+    if before is None:
+        return []
+    out = []
+    for signal in signals:
+        if signal == "log":
+            continue
+        mark = before.stacks.get(signal[6:]) if signal.startswith("stack:") else None
+        since = mark.t if mark is not None and mark.t is not None else before.t
+        out.append(Motion(signal, since))
+    return out

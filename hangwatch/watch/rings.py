@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from hangwatch.model import GpuSample, LogLine, PhaseEvent, ProcessStack, Verdict
+from hangwatch.watch.observation import StackSample, TransitionRecord
 from hangwatch.watch.skim import skim
 
 __all__ = ["LogRing", "StackRing", "TimedPhase", "VerdictChange", "VerdictChanges", "GpuRing"]
@@ -117,12 +118,6 @@ def _trim_pending(pending: bytes) -> bytes:
     return pending[cut:] if cut >= 0 and len(pending) - cut <= _MAX_PENDING else pending[-_MAX_PENDING:]
 
 
-@dataclass(frozen=True)
-class StackSample:
-    stack: ProcessStack
-    raw: bytes  # py-spy's own JSON, as it goes into a bundle
-
-
 class StackRing:
     """The last few stack samples of each process, by label."""
 
@@ -169,6 +164,12 @@ class VerdictChange:
     t: float  # seconds since the watch began
     wall: float  # epoch seconds
     verdict: Verdict
+
+    def record(self) -> TransitionRecord:
+        """As an `Observation` carries it (plain values, no verdict)."""
+        v = self.verdict
+        return TransitionRecord(self.t, self.wall, v.state.value, v.cause, v.rule, tuple(v.ranks),
+                                v.phase.value if v.phase else None)
 
     def to_dict(self) -> dict[str, object]:
         v = self.verdict

@@ -13,7 +13,7 @@ digits made `0` too: a shape holding one is a superset test, never a miss). A tr
 lines after its first line (its frames and its exception), as parse.failures reads them.
 
 When the shapes do not repeat (every line unique), skimming would cost what parsing does:
-`skim` then returns None and the caller skips those bytes and says so (watch/gather.py).
+`skim` then returns None and the caller skips those bytes and says so (watch/livesources.py).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 from typing import Any
 
-from hangwatch.errors import SourceUnavailable
 from hangwatch.model import (
     Frame,
     GpuInfo,
@@ -26,6 +25,7 @@ from hangwatch.model import (
     ThreadStack,
 )
 from hangwatch.parse.logs import read_log_lines
+from hangwatch.watch.reading import EVERY, Reading, StackRound
 
 
 def server(engine: str = "sglang", flags: dict[str, Any] | None = None, port: int = 30000) -> Any:
@@ -52,7 +52,7 @@ def stack(label: str, pid: int, *frames: Frame, active: bool = False, threads: S
 
 @dataclass
 class RecordedSources:
-    """Implements hangwatch.watch.gather.Sources from what the test put in."""
+    """Implements hangwatch.watch.reading.Sources from what the test put in."""
 
     engine: str | None = "sglang"
     root_pid: int = 100
@@ -61,9 +61,7 @@ class RecordedSources:
     gpus: tuple[GpuInfo, ...] | None = None
     ports: tuple[ListeningSocket, ...] = ()
     ports_text: str | None = None
-    engine_changed: bool = False
     endpoint: Any = None
-    latencies: dict[str, float] = field(default_factory=dict)
     launcher_gone: bool = False
     dumps: int = 0
     native_dumps: int = 0  # of those, rounds with native frames (rung 3: they pause the target)
@@ -71,7 +69,6 @@ class RecordedSources:
     _log: bytes = b""
     _read: int = 0
     _engine: Any = None
-    _missing: dict[str, Missing] = field(default_factory=dict)
 
     # what a test does between ticks
 
@@ -86,70 +83,51 @@ class RecordedSources:
         self.procs = [replace(p, cpu_time_s=(p.cpu_time_s or 0.0) + cpu_s) if p.rank == label or str(p.pid) == label
                       else p for p in self.procs]
 
-    # the Sources protocol
-
-    @property
-    def engine_name(self) -> str | None:
-        return self.engine
-
-    @property
-    def log_path(self) -> str | None:
-        return self.log_file
+    # what a subclass may read otherwise (bench/bench_soak.py: a real file; tests/unit/watch/test_first_look.py: processes that move)
 
     @property
     def log_bytes_seen(self) -> int:
         return self._read
-
-    @property
-    def stacks_possible(self) -> bool:
-        return True
-
-    def parse_lines(self, data: bytes, start_lineno: int) -> Sequence[LogLine]:
-        return read_log_lines(data, start_lineno)
 
     def read_log(self) -> bytes:
         data, self._read = self._log[self._read:], len(self._log)
         return data
 
     def read_procs(self, rescan: bool = True) -> list[ProcessRecord]:
-        if self.launcher_gone:
-            raise SourceUnavailable("procs", "the launcher exited")
         return list(self.procs)
 
-    def read_ports(self) -> None:
-        pass
+    # the Sources protocol
 
-    def read_health(self) -> None:
-        pass
+    @property
+    def log_path(self) -> str | None:
+        return self.log_file
+
+    def parse_lines(self, data: bytes, start_lineno: int) -> Sequence[LogLine]:
+        return read_log_lines(data, start_lineno)
+
+    def read(self, parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
+        log = self.read_log() if "log" in parts else b""
+        procs, gone = None, None
+        if "procs" in parts and self.launcher_gone:
+            gone = Missing("procs", "the launcher exited")
+        elif "procs" in parts:
+            procs = tuple(self.read_procs(rescan))
+        return Reading(log=log, log_bytes_seen=self.log_bytes_seen, procs=procs, launcher_gone=gone, ports=self.ports,
+                       ports_text=self.ports_text, endpoint=self.endpoint,
+                       gpus=self.gpus if "gpus" in parts else None)
 
     def close(self) -> None:
         pass
 
-    def read_gpus(self) -> tuple[GpuInfo, ...] | None:
-        return self.gpus
-
     def engine_for(self, lines: Sequence[LogLine]) -> Any:
         from hangwatch.engines import get_engine
 
-        self.engine_changed = self._engine is None and self.engine is not None
-        if self.engine_changed:
+        if self._engine is None and self.engine is not None:
             self._engine = get_engine(self.engine)
         return self._engine
 
-    def dump(self, targets: Sequence[Any], native: bool) -> tuple[list[tuple[ProcessStack, bytes]], list[Missing]]:
+    def dump(self, targets: Sequence[Any], native: bool) -> StackRound:
         self.dumps += 1
         self.native_dumps += native
         wanted = {t.label for t in targets}
-        return [(replace(s, native=native), b"{}") for s in self.stacks if s.label in wanted], []
-
-    def set_stack_missing(self, missing: Sequence[Missing], *, any_ok: bool) -> None:
-        pass
-
-    def note_missing(self, exc: SourceUnavailable) -> None:
-        self._missing[exc.source] = Missing(exc.source, exc.reason, exc.hint)
-
-    def clear_missing(self, source: str) -> None:
-        self._missing.pop(source, None)
-
-    def missing(self) -> tuple[Missing, ...]:
-        return tuple(self._missing.values())
+        return StackRound(tuple((replace(s, native=native), b"{}") for s in self.stacks if s.label in wanted), (), native)

@@ -14,7 +14,7 @@ from hangwatch.model import (
     State,
     Verdict,
 )
-from hangwatch.watch.published import StaticView
+from hangwatch.watch.published import LatestView, Published
 
 SECRET = "hf_SECRETSECRET123"
 
@@ -35,20 +35,20 @@ def make_verdict(state: State = State.STALLED, cause: str | None = "nccl_peer_ex
     return Verdict(state=state, cause=cause, **fields)
 
 
-def make_view(verdict: Verdict | None = None) -> StaticView:
-    view = StaticView("sglang pid 100 on localhost:30000")
+def make_view(verdict: Verdict | None = None) -> LatestView:
+    view = LatestView("sglang pid 100 on localhost:30000")
     gpus = (GpuInfo(0, "H200", memory_used_mib=1024.0, memory_total_mib=143_000.0, utilization_pct=100.0),
             GpuInfo(1, "H200", memory_used_mib=512.0, memory_total_mib=143_000.0, utilization_pct=0.0))
-    view.publish(
+    files = {"meta.json": b'{"format": "hangwatch-bundle/1", "cmdline": "x --hf-token ' + SECRET.encode() + b'"}',
+             "env.txt": f"HF_TOKEN={SECRET}\nNCCL_DEBUG=INFO\n".encode(),
+             "server.log": b"loading weights\n"}
+    view.publish(Published(
         verdict=verdict, verdict_time=1_000.0 if verdict else None,
         stacks={"TP0": [{"name": "MainThread", "frames": [{"function": "ncclCommInitRankConfig", "line": 1}],
                          "cmdline": f"python -m sglang.launch_server --api-key {SECRET}"}]},
         timeline={"TP0": [{"phase": "launch", "at": 0.0, "end": 2.0}, {"phase": "dist_init", "at": 2.0, "end": None}]},
-        gpu_samples=[GpuSample(t=1.0, gpus=gpus)],
+        gpu_samples=(GpuSample(t=1.0, gpus=gpus),),
         sampler_latencies={"log": 0.001, "stacks": 0.25},
-        bundle_files={"meta.json": b'{"format": "hangwatch-bundle/1", "cmdline": "x --hf-token ' + SECRET.encode() + b'"}',
-                      "env.txt": f"HF_TOKEN={SECRET}\nNCCL_DEBUG=INFO\n".encode(),
-                      "server.log": b"loading weights\n"},
-        tick=True,
-    )
+        bundle=lambda: files,
+    ), tick=True)
     return view

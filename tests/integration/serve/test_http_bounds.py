@@ -18,7 +18,7 @@ import pytest
 
 from hangwatch.sinks import http_limits
 from hangwatch.sinks.api import _bind, create_app, serve_in_thread
-from hangwatch.watch.published import StaticView
+from hangwatch.watch.published import LatestView, Published
 from helpers.livetools import Procs, wait_for_text
 from helpers.serve_fixtures import make_view
 from helpers.serve_support import free_port
@@ -109,15 +109,15 @@ def test_tokenless_api_checks_the_host_header() -> None:
 
 
 def test_healthz_reports_a_frozen_loop_as_stale() -> None:
-    view = StaticView("srv")
+    view = LatestView("srv")
     handle = serve_in_thread(create_app(view, rate=None, stale_after_s=0.5), "127.0.0.1", 0)
     try:
-        view.publish(tick=True)
+        view.publish(view.latest(), tick=True)
         assert httpx.get(f"{handle.url}/healthz").json()["status"] == "ok"
         time.sleep(1.0)
         response = httpx.get(f"{handle.url}/healthz")
         assert response.status_code == 503 and response.json()["status"] == "stale"
-        view.publish(tick=True)
+        view.publish(view.latest(), tick=True)
         assert httpx.get(f"{handle.url}/healthz").json()["status"] == "ok"
     finally:
         handle.stop()
@@ -126,13 +126,13 @@ def test_healthz_reports_a_frozen_loop_as_stale() -> None:
 def test_bundle_is_built_once_per_tick_whatever_the_clients() -> None:
     view = make_view()
     builds = []
-    files = view.bundle_files()
-    view.publish(bundle_files=lambda: builds.append(1) or files, tick=True)
+    files = view.latest().bundle_files()
+    view.publish(Published(bundle=lambda: builds.append(1) or files), tick=True)
     handle = serve_in_thread(create_app(view, rate=None), "127.0.0.1", 0)
     try:
         bodies = {httpx.get(f"{handle.url}/bundle").content for _ in range(4)}
         assert len(builds) == 1 and len(bodies) == 1
-        view.publish(tick=True)
+        view.publish(view.latest(), tick=True)
         httpx.get(f"{handle.url}/bundle")
         assert len(builds) == 2
     finally:

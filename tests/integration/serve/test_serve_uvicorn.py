@@ -2,6 +2,7 @@
 
 import threading
 import time
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -87,13 +88,13 @@ def test_port_in_use_is_a_clear_error(view):
 def test_a_slow_bundle_neither_blocks_other_requests_nor_the_loop():
     # GIVEN a view whose bundle takes 2 s to build, and a loop publishing at 20 Hz
     view = make_view(make_verdict())
-    view.publish(bundle_files=lambda: time.sleep(2.0) or {"meta.json": b"{}"})
+    view.publish(replace(view.latest(), bundle=lambda: time.sleep(2.0) or {"meta.json": b"{}"}))
     stop, ticks = threading.Event(), []
 
     def loop() -> None:
         while not stop.is_set():
             start = time.perf_counter()
-            view.publish(verdict=make_verdict(State.STALLED, since_s=len(ticks)), tick=True)
+            view.publish(replace(view.latest(), verdict=make_verdict(State.STALLED, since_s=len(ticks))), tick=True)
             ticks.append(time.perf_counter() - start)
             time.sleep(0.05)
 

@@ -1,6 +1,7 @@
 import io
 import json
 import tarfile
+from dataclasses import replace
 
 import pytest
 from fastapi.testclient import TestClient as _TestClient
@@ -34,7 +35,7 @@ def test_verdict_is_the_diagnose_json_shape_redacted(client, stalled):
 
 def test_verdict_follows_the_view(view):
     client = TestClient(create_app(view, rate=None))
-    view.publish(verdict=make_verdict(State.READY, None))
+    view.publish(replace(view.latest(), verdict=make_verdict(State.READY, None)))
     assert client.get("/verdict").json()["state"] == "ready"
 
 
@@ -161,14 +162,14 @@ def test_startupz_is_503_until_ready_and_says_why(view):
     assert response.status_code == 503
     body = response.json()
     assert (body["ready"], body["state"], body["phase"], body["cause"]) == (False, "stalled", "dist_init", "nccl_peer_exited")
-    view.publish(verdict=make_verdict(State.STARTING, None, eta=Eta(100.0, 6, 45.0)))
+    view.publish(replace(view.latest(), verdict=make_verdict(State.STARTING, None, eta=Eta(100.0, 6, 45.0))))
     assert client.get("/startupz").json()["eta"] == {"ready_in_s": 100.0, "from_starts": 6, "budget_s": 45.0,
                                                   "overdue_s": None, "usual_s": None}
-    view.publish(verdict=make_verdict(State.READY, None))
+    view.publish(replace(view.latest(), verdict=make_verdict(State.READY, None)))
     assert client.get("/startupz").status_code == 200
 
 
 def test_stacks_carry_the_merged_tree(view):
     tree = {"frame": "<all>", "ranks": ["TP0"], "outliers": [], "children": []}
-    view.publish(stack_tree=tree)
+    view.publish(replace(view.latest(), stack_tree=tree))
     assert TestClient(create_app(view)).get("/stacks").json()["tree"] == tree

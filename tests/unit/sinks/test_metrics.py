@@ -1,3 +1,5 @@
+from dataclasses import replace
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -49,7 +51,7 @@ def test_before_the_first_verdict_states_are_all_false_and_no_cause():
 def test_each_scrape_reads_the_view_afresh():
     view = make_view(make_verdict())
     registry = make_registry(view, host="node-a", process=False)
-    view.publish(verdict=make_verdict(State.READY, cause=None))
+    view.publish(replace(view.latest(), verdict=make_verdict(State.READY, cause=None)))
     assert sample(registry, "hangwatch_state", hangwatch_state="ready") == 1
     assert sample(registry, "hangwatch_stalled_seconds", rank="TP1", phase="launch") is None
 

@@ -19,7 +19,7 @@ from hangwatch.model import GpuInfo, GpuSample
 from hangwatch.sinks.api import create_app, gpu_history
 from hangwatch.sinks.web import render_page
 from hangwatch.sinks.web.report import write_report
-from hangwatch.watch.published import StaticView
+from hangwatch.watch.published import LatestView, Published
 from helpers.paths import FIXTURES
 from helpers.serve_fixtures import SECRET, make_verdict, make_view
 
@@ -89,8 +89,8 @@ def test_report_html_embeds_the_snapshot(view, stalled):
 
 
 def test_timeline_and_gpus_carry_the_watch_clock():
-    view = StaticView("s", started_at=1_000.0)
-    view.publish(timeline={"TP0": [{"phase": "launch", "at": 0.5, "end": None}]}, verdict=make_verdict())
+    view = LatestView("s", started_at=1_000.0)
+    view.publish(Published(timeline={"TP0": [{"phase": "launch", "at": 0.5, "end": None}]}, verdict=make_verdict()))
     client = TestClient(create_app(view, rate=None))
     timeline = client.get("/timeline").json()
     assert timeline["started_at"] == 1_000.0 and timeline["now"] > 0

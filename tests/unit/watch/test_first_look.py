@@ -1,5 +1,5 @@
 """The first look ends at the first motion and waits its whole length only when nothing moves
-(watcher.Watcher._first_look, progress.first_look_moved; docs/live.md, First look)."""
+(watcher.Watcher._first_look, progress.first_look_moved and ProgressTracker.moved_since_last; docs/live.md, First look)."""
 
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ def test_a_rank_reading_its_weights_ends_the_look_at_the_first_poll() -> None:
     # THEN the look ended at its first poll: a few process reads (its baseline, while its stack round
     # ran, the poll that saw the reads; the tick's), not the 300 of polls a whole look takes
     assert src.proc_reads < 10, src.proc_reads
-    assert "io:TP0" in watcher.recent_signals()
+    assert "io:TP0" in watcher.progress.recent_signals()
     watcher.close()
 
 
@@ -59,7 +59,7 @@ def test_nothing_moving_waits_the_whole_look() -> None:
     watcher.tick()
     # THEN it polled until its end (every 0.1 s), and the first tick compared: nothing moved
     assert src.proc_reads >= 4, src.proc_reads
-    assert watcher.recent_signals() == ()
+    assert watcher.progress.recent_signals() == ()
     watcher.close()
 
 

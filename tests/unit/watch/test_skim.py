@@ -13,9 +13,9 @@ import pytest
 from hangwatch.classify import load_rules
 from hangwatch.engines import get_engine
 from hangwatch.parse.logs import read_log_lines
-from hangwatch.watch import WatchConfig, gather
+from hangwatch.watch import WatchConfig, logsource
 from hangwatch.watch import skim as skim_module
-from hangwatch.watch.gather import LiveSources
+from hangwatch.watch.livesources import LiveSources
 from hangwatch.watch.rings import LogRing
 from hangwatch.watch.skim import phase_needles, skim
 from helpers.recorded_sources import server
@@ -49,10 +49,10 @@ RULES = load_rules()
 @pytest.fixture(autouse=True)
 def _small_skim_budget(monkeypatch: pytest.MonkeyPatch) -> None:
     """Bursts of tens of MiB instead of hundreds: the same paths, at a test's cost."""
-    monkeypatch.setattr(gather, "_SKIM_PIECE", 1 << 20)
-    monkeypatch.setattr(gather, "_SKIM_TICK_S", 60.0)  # the test host may be slow: no time limit
-    monkeypatch.setattr(gather, "_SKIM_BEHIND_S", 1.0)
-    monkeypatch.setattr(gather, "_SKIM_RATE", 16 << 20)  # 16 MiB behind is skipped
+    monkeypatch.setattr(logsource, "_SKIM_PIECE", 1 << 20)
+    monkeypatch.setattr(logsource, "_SKIM_TICK_S", 60.0)  # the test host may be slow: no time limit
+    monkeypatch.setattr(logsource, "_SKIM_BEHIND_S", 1.0)
+    monkeypatch.setattr(logsource, "_SKIM_RATE", 16 << 20)  # 16 MiB behind is skipped
     monkeypatch.setattr(skim_module, "MIN_SHAPE_BUDGET", 64 << 10)
 
 
@@ -150,7 +150,7 @@ def test_a_burst_is_caught_up_in_a_few_ticks_with_its_failures_and_phase_lines(t
             if n == 7:
                 fh.write(phase)
         fh.write(b"[2026-12-01 22:19:30] The last line of the burst\n")
-    assert log.stat().st_size > 8 * gather._SKIM_PIECE
+    assert log.stat().st_size > 8 * logsource._SKIM_PIECE
     out, ticks = _drain(sources)
     read = b"".join(out)
     assert ticks <= 3, ticks

@@ -16,6 +16,7 @@ from hangwatch.watch.budgets import PastStart, SetupKey
 from hangwatch.watch.capture import build_evidence
 from hangwatch.watch.ladder import LadderConfig
 from hangwatch.watch.observation import Observation
+from hangwatch.watch.reading import EVERY, Reading
 from helpers.recorded_sources import RecordedSources, frame, proc, server, stack
 
 LOG = (Path(__file__).parents[2] / "fixtures" / "live" / "hs-dump-patch.log").read_bytes().splitlines(keepends=True)
@@ -58,7 +59,7 @@ def test_observation_is_frozen_plain_data_with_what_the_tick_saw() -> None:
     assert "main" in observation.phases and observation.phases["main"][-1].phase == "weight_load"
     with pytest.raises(AttributeError):
         observation.t = 5.0  # type: ignore[misc]
-    assert verdict.state is State.STARTING and watcher.view.observation() is observation
+    assert verdict.state is State.STARTING and watcher.view.latest().observation is observation
 
 
 def test_a_stack_that_changed_on_the_way_into_the_hang_does_not_end_the_stall() -> None:
@@ -308,18 +309,15 @@ def test_a_ready_server_is_sampled_at_a_sidecars_pace_until_its_state_changes() 
     src.set_stacks(FORWARD)
     src.write(b"".join(LOG[:56]) + b"[2026-11-30 23:29:01] The server is fired up and ready to roll!\n")
     calls = {"ports": 0, "reads": 0, "rescans": 0}
-    read_ports, read_procs = src.read_ports, src.read_procs
+    read = src.read
 
-    def counted_ports() -> None:
-        calls["ports"] += 1
-        read_ports()
+    def counted(parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
+        calls["ports"] += "ports" in parts
+        calls["reads"] += "procs" in parts
+        calls["rescans"] += "procs" in parts and rescan
+        return read(parts, rescan=rescan)
 
-    def counted_procs(rescan: bool = True) -> list:
-        calls["reads"] += 1
-        calls["rescans"] += rescan
-        return read_procs(rescan)
-
-    src.read_ports, src.read_procs = counted_ports, counted_procs  # type: ignore[method-assign]
+    src.read = counted  # type: ignore[method-assign]
     watcher = _watcher(src)
     states = []
     for t in range(121):

@@ -7,7 +7,8 @@ from pathlib import Path
 
 from hangwatch.parse.logs import MAX_TEXT
 from hangwatch.watch import WatchConfig
-from hangwatch.watch.gather import _LOG_TEXT_PER_TICK, LiveSources
+from hangwatch.watch.livesources import LiveSources
+from hangwatch.watch.logsource import _LOG_TEXT_PER_TICK
 from helpers.recorded_sources import server
 
 STEP = 256 << 10  # LogTail's read step: a tick may pass its budget by one step
