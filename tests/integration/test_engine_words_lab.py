@@ -101,9 +101,10 @@ def _diagnose(log: Path, engine: str, argv: list[str], tmp: Path) -> dict[str, A
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def _site_fact(verdict: dict[str, Any], where: str) -> str:
+def _site_fact(verdict: dict[str, Any], where: str, *, raised: str = "raised by") -> str:
+    """The evidence naming the site: "raised by" a mined template, "raised in" a traceback's frame."""
     texts = [e["text"] for e in verdict["evidence"]]
-    found = [t for t in texts if t.startswith(f"raised by {where}")]
+    found = [t for t in texts if t.startswith(f"{raised} {where}")]
     assert found, json.dumps(verdict, indent=1)[:4000]
     return found[0]
 
@@ -172,13 +173,6 @@ def _held_port() -> Iterator[int]:
         sock.close()
 
 
-def _frame_fact(verdict: dict[str, Any], where: str) -> str:
-    texts = [e["text"] for e in verdict["evidence"]]
-    found = [t for t in texts if t.startswith(f"raised in {where}")]
-    assert found, json.dumps(verdict, indent=1)[:4000]
-    return found[0]
-
-
 @needs_vllm
 def test_vllm_api_port_already_taken(tmp_path: Path, marker: str) -> None:
     # GIVEN a real vLLM start asked to serve on a port another socket already listens on
@@ -193,7 +187,7 @@ def test_vllm_api_port_already_taken(tmp_path: Path, marker: str) -> None:
     for verdict in (verdicts[-1], _diagnose(log, "vllm", argv, tmp_path)):
         assert verdict["state"] == "crashed", json.dumps(verdict, indent=1)[:3000]
         assert verdict["cause"] == "port_in_use", json.dumps(verdict, indent=1)[:3000]
-        fact = _frame_fact(verdict, "vllm/entrypoints/launchers/launcher.py:create_server_socket")
+        fact = _site_fact(verdict, "vllm/entrypoints/launchers/launcher.py:create_server_socket", raised="raised in")
         assert "vLLM frame" in fact and "→ port_in_use" in fact
 
 
@@ -231,7 +225,7 @@ def test_sglang_dist_init_port_already_taken(tmp_path: Path, marker: str) -> Non
     # the message is c10d's own C++ text, so the frame entry of the table names it
     for verdict in (verdicts[-1], _diagnose(log, "sglang", argv, tmp_path)):
         assert (verdict["state"], verdict["cause"]) == ("crashed", "port_in_use"), json.dumps(verdict, indent=1)[:3000]
-        fact = _frame_fact(verdict, "torch/distributed/rendezvous.py:_create_c10d_store")
+        fact = _site_fact(verdict, "torch/distributed/rendezvous.py:_create_c10d_store", raised="raised in")
         assert "torch frame" in fact and "→ port_in_use" in fact
 
 
