@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 
 from helpers.chrome import Browser
@@ -75,9 +76,19 @@ def test_the_stuck_node_and_its_launch_are_named_first_among_500(fleet_page: str
     browser.driver.find_element(By.CSS_SELECTOR, "#calm summary").click()
     rows = lambda: browser.js("return document.querySelectorAll('#calm-table tr[data-launch]').length")  # noqa: E731
     assert wait_until(lambda: rows() == 50, 20, "the first page of calm launches")
-    browser.driver.find_element(By.CSS_SELECTOR, "#calm button[data-page='1']").click()
+    assert wait_until(lambda: _click(browser, "#calm button[data-page='1']"), 20, "the second page's button")
     assert wait_until(lambda: rows() == calm - 50, 20, "the second page")
     # it stays open and on its page across refreshes
     time.sleep(2.5)
     assert rows() == calm - 50 and _page(browser)["calmOpen"]
     assert not [e for e in browser.errors() if "favicon" not in e]
+
+
+def _click(browser: Browser, selector: str) -> bool:
+    """Click, again if the page re-rendered the element between finding and clicking it: the page
+    redraws on its own refresh, and a loaded host can put one between the two."""
+    try:
+        browser.driver.find_element(By.CSS_SELECTOR, selector).click()
+    except StaleElementReferenceException:
+        return False
+    return True
