@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 
 from hangwatch.model import LogLine
 from hangwatch.parse.frames import PYTHON_FRAME_LINE, TRACEBACK_HEAD, engine_packages
+from hangwatch.parse.shapes import shape
 
 __all__ = ["Failure", "FailureMemo", "TraceFrame", "cuda_error", "errno_family", "read_failures", "root_of", "signal_of"]
 
@@ -403,7 +404,6 @@ def _close(trace: _Trace, end: LogLine | None, exc: re.Match[str] | None) -> Fai
                  chained=tuple(trace.chained), lines=tuple(trace.lines))  # fmt: skip
 
 
-_ZEROS = str.maketrans("123456789", "000000000")
 # _MAYBE over line shapes (digits made 0): its one literal with digits made 0 too, so a shape
 # matches wherever a line of it could (a superset: _single reads each candidate; tests/unit/parse)
 _MAYBE_SHAPE = re.compile(_MAYBE.pattern.replace(r"\(111\)", r"\(000\)"))
@@ -414,10 +414,10 @@ def _candidates(lines: Sequence[LogLine]) -> set[int]:
     digits made 0: a batch line whose counters differ), so _MAYBE runs over the distinct shapes,
     not over every line (a tenth of the time on 5 000 serving lines)."""
     bodies = [_body(line) for line in lines]
-    shapes = "\n".join(bodies).lower().translate(_ZEROS).split("\n")
+    shapes = shape("\n".join(bodies).lower()).split("\n")
     if len(shapes) == len(bodies):  # else a body held a line break: the search below places it
-        hit = {shape for shape in set(shapes) if _MAYBE_SHAPE.search(shape)}
-        return {i for i, shape in enumerate(shapes) if shape in hit} if hit else set()
+        hit = {one for one in set(shapes) if _MAYBE_SHAPE.search(one)}
+        return {i for i, one in enumerate(shapes) if one in hit} if hit else set()
     starts, offset = [], 0
     for body in bodies:
         starts.append(offset)

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from hangwatch.classify.language.regexcheck import fold, required_literals
 from hangwatch.engines import engines
 from hangwatch.engines.base import COMMON_MARKERS, holding_needles
+from hangwatch.parse.shapes import shape, shape_bytes
 
 __all__ = ["Skimmed", "phase_needles", "rule_needles", "skim", "needles_of"]
 
-_DIGITS = bytes.maketrans(b"123456789", b"000000000")
 _ANSI = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 _TRACEBACK = "traceback (most recent call last)"
 TRACEBACK_LINES = 200  # lines kept after a traceback's first line: its frames and its exception
@@ -48,7 +48,7 @@ class Skimmed:
 
 
 def _norm(literal: str) -> str:
-    return fold(literal).translate(str.maketrans("123456789", "000000000"))
+    return shape(fold(literal))
 
 
 def phase_needles() -> frozenset[str]:
@@ -106,7 +106,7 @@ def skim(data: bytes, needles: frozenset[str], *, max_shape_bytes: int | None = 
     when the shapes do not repeat enough to search them cheaply (more than `max_shape_bytes`)."""
     # only the shapes are split: a kept line is cut from `data` by its offset (a shape has its
     # line's length), so the lines themselves are never split (a third of the time on 8 MiB)
-    shapes = data.translate(_DIGITS).split(b"\n")
+    shapes = shape_bytes(data).split(b"\n")
     if shapes and shapes[-1] == b"":
         shapes.pop()
     unique = set(shapes)
@@ -124,7 +124,7 @@ def skim(data: bytes, needles: frozenset[str], *, max_shape_bytes: int | None = 
 
 def _matching(unique: Sequence[bytes], needles: frozenset[str]) -> tuple[set[bytes], set[bytes]]:
     """(shapes holding some needle, shapes that start a traceback)."""
-    texts = [fold(_ANSI.sub("", shape.decode("utf-8", "replace"))) for shape in unique]
+    texts = [fold(_ANSI.sub("", one.decode("utf-8", "replace"))) for one in unique]
     hit = holding_needles(texts, needles)
     traceback = {unique[i] for i in hit if _TRACEBACK in texts[i]}
     return {unique[i] for i in hit}, traceback

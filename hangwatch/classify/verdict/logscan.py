@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from hangwatch.classify.language.regexcheck import UnsafeRegex, can_match_newline, fold, required_literals
 from hangwatch.model import LogLine
+from hangwatch.parse.shapes import shape
 
 CHUNK_LINES = 256
 MAX_CHUNKS = 1536  # three keys per chunk: about 130 000 lines of memo
@@ -55,19 +56,13 @@ class Chunk:
         return any(_shape(literal) in self.shapes for literal in needed)
 
 
-_ZEROS = str.maketrans("123456789", "000000000")
-
-
 def _shapes(folded: str) -> str:
-    """The distinct lines of `folded` with every digit made 0. A log repeats a few shapes (a batch
-    line whose counters differ), so some 300 literals are searched in a few lines, not in 256:
-    a literal (its digits made 0 too) in a line is in that line's shape, so no chunk is missed."""
-    return "\n".join(set(folded.translate(_ZEROS).split("\n")))
+    """The distinct line shapes of `folded` (parse/shapes.py): some 300 literals are searched in a
+    few lines, not in 256, and no chunk that holds one is missed."""
+    return "\n".join(set(shape(folded).split("\n")))
 
 
-@functools.lru_cache(maxsize=4096)
-def _shape(literal: str) -> str:
-    return literal.translate(_ZEROS)
+_shape = functools.lru_cache(maxsize=4096)(shape)  # the rules' literals, the same few hundred each tick
 
 
 Key = tuple[object, ...]
