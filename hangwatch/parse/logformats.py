@@ -29,7 +29,6 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 from packaging.version import InvalidVersion, Version
 
 from hangwatch.engines import Engine, rank_positions
@@ -37,6 +36,7 @@ from hangwatch.engines.base import rank_key
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import LogLine, Missing, Phase, PhaseEvent
 from hangwatch.parse.engine_words import FORMAT, split_template, template_regex
+from hangwatch.parse.positioned_yaml import PositionedList, location, read_table
 
 __all__ = ["INDEX_FILE", "TABLE_FILE", "Format", "FormatPhase", "LogFormats", "build", "formats_for",
            "formats_note", "load_table", "nearest_release", "read_phases"]  # fmt: skip
@@ -105,26 +105,12 @@ class Format:
 
 
 def load_table(path: Path | None = None) -> tuple[FormatPhase, ...]:
-    """The table, validated; a bad entry is a RuleError naming its file and line. Read with PyYAML's
-    safe loader here, below the rules' loader (classify/language/loader.py) in the layers."""
+    """The table, validated; a bad entry is a RuleError naming its file and line."""
     path = path or TABLE_FILE
-    try:
-        loader = yaml.SafeLoader(path.read_text(encoding="utf-8"))
-        try:
-            node = loader.get_single_node()
-            doc = loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except OSError as exc:
-        raise RuleError(f"cannot read the log-format phase table: {exc}", RuleLocation(str(path))) from exc
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = RuleLocation(str(path), mark.line + 1, mark.column + 1) if mark else RuleLocation(str(path))
-        raise RuleError(f"YAML: {exc.problem or exc.context}", where) from exc
-    if not isinstance(doc, list) or not isinstance(node, yaml.SequenceNode):
+    doc = read_table(path, "log-format phase table")
+    if not isinstance(doc, PositionedList):
         raise RuleError("the log-format phase table is a list of {site, phase, source}", RuleLocation(str(path)))
-    return tuple(_entry(raw, RuleLocation(str(path), item.start_mark.line + 1, item.start_mark.column + 1))
-                 for raw, item in zip(doc, node.value, strict=True))  # fmt: skip
+    return tuple(_entry(raw, location(str(path), mark)) for raw, mark in zip(doc, doc.marks, strict=True))
 
 
 def _entry(raw: Any, where: RuleLocation) -> FormatPhase:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from hangwatch.classify.language.conditions import Node, Outcome
 from hangwatch.classify.language.loader import compile_condition, load_text, site_of
-from hangwatch.classify.language.positioned_yaml import parse_yaml
 from hangwatch.classify.language.rule import Rule
 from hangwatch.classify.verdict.context import Context
 from hangwatch.errors import RuleError, RuleLocation
@@ -19,6 +18,7 @@ from hangwatch.model import (
     Source,
     ThreadStack,
 )
+from hangwatch.parse.positioned_yaml import parse_yaml
 
 PATH = "<test>"
 

@@ -16,13 +16,13 @@ from typing import Any, Literal, overload
 from hangwatch.classify.causes import CAUSES, SEVERITIES
 from hangwatch.classify.language.atoms import ARGS, ATOMS, PREFIXES, table_key
 from hangwatch.classify.language.conditions import AllNode, AnyNode, AtomNode, Node, NotNode
-from hangwatch.classify.language.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 from hangwatch.classify.language.rule import DEFAULT_CONFIDENCE, Rule
 from hangwatch.classify.language.template import check_template
 from hangwatch.classify.language.values import Site, clip_repr, parse_bool, parse_choice, parse_duration, parse_names
 from hangwatch.engines import engine_names
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import State
+from hangwatch.parse.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 from hangwatch.userfile import read_user_file
 
 RULES_DIR = Path(__file__).resolve().parents[2] / "rules"

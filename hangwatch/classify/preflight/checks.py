@@ -19,12 +19,12 @@ from typing import Any, Literal, overload
 
 from hangwatch.classify.causes import SEVERITIES
 from hangwatch.classify.language.loader import RULES_DIR, compile_rule, rule_files
-from hangwatch.classify.language.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 from hangwatch.classify.language.rule import Rule
 from hangwatch.classify.language.template import render
 from hangwatch.classify.verdict.context import Context
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import Evidence, Finding, HostFact
+from hangwatch.parse.positioned_yaml import PositionedList, PositionedMap, location, parse_yaml
 
 __all__ = ["Report", "Skipped", "evaluate", "load_checks"]
 

@@ -43,7 +43,7 @@ class KnownBad:
 
 
 def load_tables(path: Path | None = None) -> dict[str, tuple[KnownBad, ...]]:
-    from hangwatch.classify.language.positioned_yaml import read_table
+    from hangwatch.parse.positioned_yaml import read_table
 
     path = path or TABLE_FILE
     doc = read_table(path, "known-bad table")

@@ -157,7 +157,7 @@ def prior_rows() -> tuple[PriorRow, ...]:
 
 
 def load_priors(path: Path | None = None) -> tuple[PriorRow, ...]:
-    from hangwatch.classify.language.positioned_yaml import read_table
+    from hangwatch.parse.positioned_yaml import read_table
 
     path = path or TABLE_FILE
     doc = read_table(path, "phase-prior table")

@@ -90,7 +90,7 @@ class SiteFinding:
 
 
 def load_causes(path: Path | None = None) -> tuple[SiteCause, ...]:
-    from hangwatch.classify.language.positioned_yaml import read_table
+    from hangwatch.parse.positioned_yaml import read_table
 
     path = path or TABLE_FILE
     doc = read_table(path, "raise-site table")
