@@ -22,7 +22,7 @@ from hangwatch.watch.budgets import (
     position,
     setup_key_of,
 )
-from hangwatch.watch.livesources import engine_version
+from hangwatch.watch.livesources import EngineReleases
 from hangwatch.watch.observation import Observation
 
 __all__ = ["BudgetLearner", "elapsed_s", "phase_rows", "where"]
@@ -31,8 +31,8 @@ Rows = dict[str, list[tuple[str, float, float | None]]]
 
 
 class BudgetLearner:
-    def __init__(self, book: Book | None, policy: BudgetPolicy) -> None:
-        self._book, self.policy = book, policy
+    def __init__(self, book: Book | None, policy: BudgetPolicy, releases: EngineReleases) -> None:
+        self._book, self.policy, self._releases = book, policy, releases
         self._setup: SetupKey | None = None
         self._past: list[PastStart] | None = None
         self._learned = False
@@ -77,7 +77,7 @@ class BudgetLearner:
             flags = obs.server.flags
             gpu = obs.gpus[-1].gpus[0].name if obs.gpus and obs.gpus[-1].gpus else None
             model = flags.get("model-path") or flags.get("model") or "unknown"
-            self._setup = setup_key_of(obs.server.engine, engine_version(obs.server.engine, obs.server.cmdline),
+            self._setup = setup_key_of(obs.server.engine, self._releases(obs.server.engine),
                                        flags, model_identity(str(model), obs.server.launcher_pid), gpu)
         return self._setup
 

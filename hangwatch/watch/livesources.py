@@ -25,7 +25,7 @@ from hangwatch.sources.procs import ProcessSampler
 from hangwatch.watch.logsource import LogSource
 from hangwatch.watch.reading import EVERY, Reading, StackRound, StackTarget, transient
 
-__all__ = ["LiveSources", "engine_version", "find_pyspy"]
+__all__ = ["EngineReleases", "LiveSources", "engine_version", "find_pyspy"]
 
 _GPU_RETRY_S = 300.0  # NVML that failed to load is tried again this rarely (a driver being installed)
 _PYSPY_RETRY_S = 60.0
@@ -245,6 +245,20 @@ class _Timer:
 
     def __exit__(self, *exc: object) -> None:
         self.sink[self.name] = round(time.monotonic() - self.started, 4)
+
+
+class EngineReleases:
+    """`engine_version` for one watched launch, looked up once per engine: the learned budgets'
+    setup key and the log formats that read the phases use the same release."""
+
+    def __init__(self, cmdline: str | None) -> None:
+        self._cmdline = cmdline
+        self._found: dict[str, str] = {}
+
+    def __call__(self, engine: str) -> str:
+        if engine not in self._found:
+            self._found[engine] = engine_version(engine, self._cmdline)
+        return self._found[engine]
 
 
 def engine_version(engine: str | None, cmdline: str | None) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 from hangwatch.model import LogLine
 from hangwatch.parse.logformats import read_phases
 from hangwatch.watch.episodes import Motion
-from hangwatch.watch.livesources import engine_version
+from hangwatch.watch.livesources import EngineReleases
 from hangwatch.watch.lognews import LogNews
 from hangwatch.watch.progress import since_last_progress
 from hangwatch.watch.rings import LineParser, LogRing
@@ -29,7 +29,7 @@ EngineFor = Callable[[Sequence[LogLine]], Any]
 
 class LogFollower:
     def __init__(self, parse_lines: LineParser, *, max_lines: int, quiet_before_s: float = 0.0,
-                 cmdline: str | None = None) -> None:
+                 releases: EngineReleases | None = None) -> None:
         # the classifier sees the newest `max_lines` (phase events are kept apart): more would
         # only be parsed to sit unused
         self.ring = LogRing(parse_lines, max_lines=max_lines, overflow_needles=phase_needles())
@@ -39,8 +39,8 @@ class LogFollower:
         self.first_read_t: float | None = None  # watch time of the first read (the tail already there)
         self._news_t = 0.0  # watch time of the last read with news (or of the first read)
         self._grew = False  # some read after the first had news
-        self._cmdline = cmdline  # the launch: the engine's release beside its Python picks the log formats
-        self._version: str | None = None  # that release, read once
+        # the engine's release beside the launcher's Python picks the log formats; None: not known
+        self._releases = releases
 
     def feed(self, t: float, data: bytes, engine_for: EngineFor) -> list[Motion]:
         """Take one reading's log bytes; returns the phase lines among them as progress."""
@@ -78,7 +78,5 @@ class LogFollower:
         return t - self._news_t
 
     def _release(self, engine: str) -> str | None:
-        """The engine's release installed beside the launcher's Python; None when it cannot be told."""
-        if self._version is None:
-            self._version = engine_version(engine, self._cmdline)
-        return None if self._version == "unknown" else self._version
+        release = self._releases(engine) if self._releases is not None else "unknown"
+        return None if release == "unknown" else release

@@ -30,7 +30,7 @@ from hangwatch.watch.config import WatchConfig, live_rules
 from hangwatch.watch.decide import Decider
 from hangwatch.watch.episodes import Motion
 from hangwatch.watch.learning import BudgetLearner, elapsed_s, where
-from hangwatch.watch.livesources import LiveSources
+from hangwatch.watch.livesources import EngineReleases, LiveSources
 from hangwatch.watch.logfollow import LogFollower
 from hangwatch.watch.lognews import file_age
 from hangwatch.watch.observation import Observation, Progress
@@ -62,15 +62,15 @@ class Watcher:
         self.rules = live_rules(rules, config.min_hold_s)
         self.started, self.started_wall = clock(), wall()
         self.sources: Sources = sources if sources is not None else LiveSources(server, config, rules=self.rules)
+        releases = EngineReleases(getattr(server, "cmdline", None))
         self.log = LogFollower(self.sources.parse_lines, max_lines=config.evidence_log_lines,
-                               quiet_before_s=file_age(self.sources.log_path, self.started_wall),
-                               cmdline=getattr(server, "cmdline", None))
+                               quiet_before_s=file_age(self.sources.log_path, self.started_wall), releases=releases)
         self.processes = ProcessTable(self.sources.root_pid)
         self.gpus, self.stacks = GpuRing(), StackBook()
         self.progress = ProgressTracker(config.thresholds, config.recent_signals_s)
         # `dump` looked up per round, as before: bench/bench_overhead.py times it by wrapping it
         self.rounds = StackRounds(lambda targets, native: self.sources.dump(targets, native), config.ladder)
-        self.learner = BudgetLearner(book if config.learn else None, config.budget_policy)
+        self.learner = BudgetLearner(book if config.learn else None, config.budget_policy, releases)
         self.transitions = VerdictChanges()
         self.view = LatestView(server_name(server), started_at=self.started_wall)
         # this server's log caches, so a tick classifies only the lines that arrived (classify.memo)

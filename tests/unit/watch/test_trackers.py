@@ -17,6 +17,7 @@ from hangwatch.sinks.store import HistoryStore
 from hangwatch.watch.budgets import BudgetPolicy, PastStart
 from hangwatch.watch.ladder import LadderConfig
 from hangwatch.watch.learning import BudgetLearner, where
+from hangwatch.watch.livesources import EngineReleases
 from hangwatch.watch.logfollow import LogFollower
 from hangwatch.watch.observation import Observation, PhaseSpan, Progress, ServerInfo
 from hangwatch.watch.processes import ProcessTable
@@ -228,8 +229,11 @@ def test_the_loops_own_missing_sources_win_over_the_readings() -> None:
 # ---------------------------------------------------------------- BudgetLearner
 
 
+LAUNCH = "python -m sglang.launch_server --model-path m"
+
+
 def _obs(t: float, phases: dict[str, tuple[PhaseSpan, ...]], *, quiet: float = 0.0) -> Observation:
-    server = ServerInfo("sglang pid 100", "sglang", 100, cmdline="python -m sglang.launch_server --model-path m",
+    server = ServerInfo("sglang pid 100", "sglang", 100, cmdline=LAUNCH,
                         flags={"model-path": "m"})
     launcher = replace(proc(100, "launcher"), create_time=1_000.0)
     return Observation(t=t, wall=1_000.0 + t, started_wall=1_000.0, server=server, procs=(launcher,), phases=phases,
@@ -239,13 +243,13 @@ def _obs(t: float, phases: dict[str, tuple[PhaseSpan, ...]], *, quiet: float = 0
 
 def test_budget_learner_records_a_ready_start_once_and_reads_it_back(tmp_path: Path) -> None:
     store = HistoryStore(tmp_path / "history.db")
-    first = BudgetLearner(store, BudgetPolicy())
+    first = BudgetLearner(store, BudgetPolicy(), EngineReleases(LAUNCH))
     spans = {"main": (PhaseSpan("weight_load", 0.0, 4.0, 1), PhaseSpan("kv_cache", 4.0, 5.0, 2),
                       PhaseSpan("http_up", 5.0, None, 3))}
     done = _obs(6.0, spans)
     first.learn(done, make_verdict(State.READY, None), first_read_t=0.0)
     first.learn(done, make_verdict(State.READY, None), first_read_t=0.0)  # once per start
-    second = BudgetLearner(store, BudgetPolicy())
+    second = BudgetLearner(store, BudgetPolicy(), EngineReleases(LAUNCH))
     past = second.past(_obs(1.0, {"main": (PhaseSpan("weight_load", 0.0, None, 1),)}))
     assert len(past) == 1 and past[0].phases["weight_load"] == 4.0
 
@@ -258,9 +262,9 @@ def test_budget_learner_says_how_much_of_the_phase_budget_is_left() -> None:
         def record_start(self, key, start, *, at):
             raise AssertionError("not ready")
 
-    learner = BudgetLearner(Book(), BudgetPolicy())  # budget: 2 x 1 s + 5 s
+    learner = BudgetLearner(Book(), BudgetPolicy(), EngineReleases(LAUNCH))  # budget: 2 x 1 s + 5 s
     obs = _obs(3.0, {"main": (PhaseSpan("weight_load", 1.0, None, 1),)}, quiet=2.0)
     learner.past(obs)
     learner.mark_budget(obs, where(obs))
     assert learner.budget_left(3.0) == 5.0 and learner.budget_left(8.0) == 0.0
-    assert BudgetLearner(None, BudgetPolicy()).past(obs) == []
+    assert BudgetLearner(None, BudgetPolicy(), EngineReleases(LAUNCH)).past(obs) == []
