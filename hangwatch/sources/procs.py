@@ -107,7 +107,7 @@ class ProcessSampler:
                 self._tree_of = {(root_pid, tuple(peers)): (procs, peer_procs)}
             from_peers = {proc.pid for proc in peer_procs}
             now = time.monotonic()
-            current = {key: self._record(proc, key, now, proc.pid in from_peers, rescan) for key, proc in _keyed(procs + peer_procs)}
+            current = {key: self._record(proc, key, now, proc.pid in from_peers, rescan) for key, proc in _keyed(procs + peer_procs, self.proc_root)}
             self._demote_forks(current)
             self._remember_dead(set(current))
             self._forks &= set(current) | set(self._dead)
@@ -117,7 +117,7 @@ class ProcessSampler:
     def _record(self, proc: psutil.Process, key: tuple[int, float | None], now: float, peer: bool, rescan: bool = True) -> _Seen:
         previous = self._seen.get(key)
         threads = rescan or previous is None or now - previous.threads_at >= THREADS_EVERY_S
-        record = read_process(proc, proc_root=self.proc_root, threads=threads)
+        record = _read_process(proc, key[1], self.proc_root, threads)
         if peer:
             record = replace(record, peer=True)
         if previous is not None:
@@ -151,7 +151,7 @@ class ProcessSampler:
         for key, seen in self._seen.items():
             if key in alive_keys or key in self._dead or seen.record.role == "compiler":
                 continue  # compilers come and go by the hundred during a JIT; only live ones matter
-            if _still_running(*key):
+            if _still_running(*key, self.proc_root):
                 continue  # it left the tree (re-parented to init when its parent died), not exited
             self._dead[key] = _as_exited(seen.record)
         while len(self._dead) > self.max_dead:
@@ -176,19 +176,20 @@ def _shown_by_comm(record: ProcessRecord) -> bool:
     return record.cmdline.startswith("[")  # as _cmdline writes a process without argv
 
 
-def _keyed(procs: list[psutil.Process]) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:
+def _keyed(procs: list[psutil.Process], proc_root: str) -> Iterator[tuple[tuple[int, float | None], psutil.Process]]:
     for proc in procs:
-        yield (proc.pid, start_time(proc.pid)), proc
+        yield (proc.pid, start_time(proc.pid, proc_root=proc_root)), proc
 
 
-def _still_running(pid: int, create_time: float | None) -> bool:
+def _still_running(pid: int, create_time: float | None, proc_root: str) -> bool:
     try:
-        return create_time is not None and start_time(pid) == create_time and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return (create_time is not None and start_time(pid, proc_root=proc_root) == create_time
+                and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)  # fmt: skip
     except psutil.Error:
         return False
 
 
-def start_time(pid: int) -> float | None:
+def start_time(pid: int, *, proc_root: str = "/proc") -> float | None:
     """When `pid` started, in epoch seconds, the same value for the same process at every read.
 
     psutil's create_time() adds the boot time /proc/stat shows *now* to the start in clock ticks;
@@ -196,13 +197,13 @@ def start_time(pid: int) -> float | None:
     every process seems to start anew, and a sampler keyed by it reported every live rank as
     exited (crashed dead_rank on a healthy start). The ticks never change; the boot time is read
     once per hangwatch process."""
-    ticks = _start_ticks(pid)
+    ticks = _start_ticks(pid, proc_root)
     return None if ticks is None else round(_boot_time() + ticks / _CLOCK_TICKS, 2)
 
 
-def _start_ticks(pid: int) -> int | None:
+def _start_ticks(pid: int, proc_root: str) -> int | None:
     try:
-        with open(f"{psutil.PROCFS_PATH}/{pid}/stat", "rb") as fh:
+        with open(f"{proc_root}/{pid}/stat", "rb") as fh:
             stat = fh.read()
         # field 22, counted after the command name, which may itself hold spaces and ')'
         return int(stat[stat.rindex(b")") + 2 :].split()[19])
@@ -266,6 +267,11 @@ def _descendants(pids: Sequence[int]) -> list[psutil.Process]:
 def read_process(proc: psutil.Process, *, proc_root: str = "/proc", threads: bool = True) -> ProcessRecord:
     """One process record; each field that cannot be read is None. `threads=False`: without the
     per-thread files (wchan, io): the caller keeps its last ones (ProcessSampler, THREADS_EVERY_S)."""
+    return _read_process(proc, start_time(proc.pid, proc_root=proc_root), proc_root, threads)
+
+
+def _read_process(proc: psutil.Process, started: float | None, proc_root: str, threads: bool) -> ProcessRecord:
+    """read_process, with the start time the sampler already read for its key."""
     with proc.oneshot():
         cmdline = _cmdline(proc)
         role, rank = process_role(cmdline)
@@ -286,7 +292,7 @@ def read_process(proc: psutil.Process, *, proc_root: str = "/proc", threads: boo
             cpu_time_s=None if times is None else round(times.user + times.system, 2),
             num_threads=_field(proc.num_threads),
             io_read_bytes=read_io_bytes(proc.pid, proc_root=proc_root) if threads else None,
-            create_time=start_time(proc.pid),
+            create_time=started,
             wchan=read_wchan(proc.pid, proc_root=proc_root) if alive and threads else (),
         )
 
