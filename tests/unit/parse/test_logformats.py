@@ -203,13 +203,19 @@ def test_the_table_names_real_code_and_is_validated(tmp_path: Path) -> None:
         load_table(bad)
 
 
-def test_a_bundle_of_a_newer_release_says_whose_formats_read_its_phases(tmp_path: Path) -> None:
-    # GIVEN a bundle of SGLang 0.6.1 (newer than any mined release)
+def _sglang_061_bundle(tmp_path: Path) -> Path:
+    """A bundle of SGLang 0.6.1, newer than any mined release."""
     root = tmp_path / "b"
     root.mkdir()
     (root / "meta.json").write_text(json.dumps({"format": "hangwatch-bundle/1", "engine": "sglang",
                                                 "engine_version": "0.6.1"}))  # fmt: skip
     (root / "server.log").write_text(SGLANG_061, encoding="utf-8")
+    return root
+
+
+def test_a_bundle_of_a_newer_release_says_whose_formats_read_its_phases(tmp_path: Path) -> None:
+    # GIVEN a bundle of SGLang 0.6.1 (newer than any mined release)
+    root = _sglang_061_bundle(tmp_path)
     # WHEN it is read
     evidence = read_bundle(root)
     # THEN the graph capture line is its phase and the evidence says which release's formats read it
@@ -232,11 +238,7 @@ def test_a_corpus_bundle_whose_phases_were_unknown_now_has_one() -> None:
 
 def test_diagnose_json_says_whose_formats_read_the_phases(tmp_path: Path) -> None:
     # the verdict's `missing` (diagnose --json, and /verdict: the same Verdict.to_dict) carries the note
-    root = tmp_path / "b"
-    root.mkdir()
-    (root / "meta.json").write_text(json.dumps({"format": "hangwatch-bundle/1", "engine": "sglang",
-                                                "engine_version": "0.6.1"}))  # fmt: skip
-    (root / "server.log").write_text(SGLANG_061, encoding="utf-8")
+    root = _sglang_061_bundle(tmp_path)
     done = subprocess.run([sys.executable, "-m", "hangwatch", "diagnose", str(root), "--json"], capture_output=True,
                           text=True, timeout=120)  # fmt: skip
     verdict = json.loads(done.stdout)

@@ -128,17 +128,19 @@ def test_the_raise_site_reaches_verdict_endpoint_and_the_report(tmp_path: Path) 
     assert "raised by vllm/v1/core/kv_cache_utils.py:check_enough_kv_cache_memory" in out.getvalue()
 
 
+# vLLM's config check inside pydantic: the summary line, then its message on an indented line
+MAX_LEN_ERROR = (b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+                 b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
+                 b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
+                 b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
+                 b"with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
+                 b"derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
+                 b"derived_max_model_len will cause a CUDA array out-of-bounds error.")  # fmt: skip
+
+
 def test_a_message_carried_on_an_indented_line_is_read_with_its_summary() -> None:
-    # vLLM's config check inside pydantic: the summary line, then the message, indented
-    log = (b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
-           b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
-           b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
-           b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
-           b"with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
-           b"derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
-           b"derived_max_model_len will cause a CUDA array out-of-bounds error. [type=value_error, "
-           b"input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n"
-           b"    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")  # fmt: skip
+    log = (MAX_LEN_ERROR + b" [type=value_error, input_value=ArgsKwargs(()), input_type=ArgsKwargs]\n"
+           b"    For further information visit https://errors.pydantic.dev/2.14/v/value_error\n")
     verdict = classify(evidence_from_files({"server.log": log, "meta.json": META}), load_rules())
     site = next(f.text for f in verdict.evidence if f.text.startswith("raised by "))
     assert site.startswith("raised by vllm/config/model.py:_get_and_verify_max_len")
@@ -148,13 +150,7 @@ def test_a_message_carried_on_an_indented_line_is_read_with_its_summary() -> Non
 def test_a_crash_no_rule_explains_still_shows_its_raise_site() -> None:
     """The launcher exited after an error no rule and no table entry names: "the server exited",
     and the evidence says where in the engine it failed."""
-    log = (b"pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
-           b"  Value error, User-specified max_model_len (4096) is greater than the derived max_model_len "
-           b"(max_position_embeddings=512.0 or model_max_length=None in model's config.json). To allow overriding "
-           b"this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used "
-           b"with extreme caution. If the model uses relative position encoding (RoPE), positions exceeding "
-           b"derived_max_model_len lead to nan. If the model uses absolute position encoding, positions exceeding "
-           b"derived_max_model_len will cause a CUDA array out-of-bounds error.\n")  # fmt: skip
+    log = MAX_LEN_ERROR + b"\n"
     procs = json.dumps([{"pid": 7, "ppid": 1, "cmdline": "vllm serve m", "role": "launcher", "rank": None, "state": "Z",
                          "alive": False, "exit_code": 1}]).encode()  # fmt: skip
     verdict = classify(evidence_from_files({"server.log": log, "meta.json": META, "procs.json": procs}), load_rules())
