@@ -19,7 +19,8 @@ from pathlib import Path
 from hangwatch.bundle import read_bundle
 from hangwatch.classify.verdict.context import Context
 from hangwatch.classify.verdict.pasted import with_pasted
-from hangwatch.classify.verdict.raise_sites import INDEX_FILE, engine_words, find_site
+from hangwatch.classify.verdict.raise_sites import engine_words, find_site
+from hangwatch.parse.engine_words import INDEX_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = Path(os.environ.get("HANGWATCH_CORPUS", ROOT.parent / "shared" / "corpus" / "dev"))

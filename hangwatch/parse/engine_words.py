@@ -7,7 +7,8 @@ tools/engine_words/mine.py (docs/engine-words.md). A template is literal text wi
 doubled. Matching is pure and indexed by literal words: a message is compared only with the sites
 that share one of its rarest words, so a log costs a few dozen template checks, not thousands.
 
-    EngineWords.from_bytes(data) -> EngineWords
+    index_doc() -> the shipped index document, read once per process
+    EngineWords(index_doc()) / EngineWords.from_bytes(data) -> EngineWords
     words.match(text, exc_type=None, functions=(), packages=None) -> SiteMatch | None
 """
 
@@ -18,10 +19,16 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
+from pathlib import Path
 from typing import Any
 
-__all__ = ["EngineWords", "Site", "SiteMatch", "anchor_index", "split_template", "template_regex"]
+from hangwatch.errors import RuleError, RuleLocation
+
+__all__ = ["INDEX_FILE", "EngineWords", "Site", "SiteMatch", "anchor_index", "index_doc", "split_template",
+           "template_regex"]  # fmt: skip
+
+INDEX_FILE = Path(__file__).resolve().parent.parent / "data" / "engine_words.json.gz"
 
 # 2: the anchor index precompiled by the generator (`anchor_index`, tools/engine_words/mine.py build): a
 # process that matches its first failure loads it in a tenth of the time it took to build (1: built on load)
@@ -237,7 +244,7 @@ class EngineWords:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> EngineWords:
-        return cls(json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data))
+        return cls(_decode(data))
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -313,3 +320,18 @@ def _holes(site: Site, found: re.Match[str]) -> tuple[tuple[str, str], ...]:
         if value and (kind != "any" or len(value) <= 60):
             out.append((name, value))
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def index_doc() -> dict[str, Any]:
+    """The shipped index document, read once per process: the raise-site matcher and the log
+    formats' phase fallback (parse/logformats.py) read the same 1.5 MB."""
+    try:
+        return _decode(INDEX_FILE.read_bytes())
+    except (OSError, ValueError) as exc:
+        raise RuleError(f"cannot read the engine words index: {exc}", RuleLocation(str(INDEX_FILE))) from exc
+
+
+def _decode(data: bytes) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
+    return doc

@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import bisect
 import fnmatch
-import gzip
-import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,14 +33,13 @@ from hangwatch.engines import Engine, rank_positions
 from hangwatch.engines.base import rank_key
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import LogLine, Missing, Phase, PhaseEvent
-from hangwatch.parse.engine_words import FORMAT, split_template, template_regex
+from hangwatch.parse.engine_words import FORMAT, index_doc, split_template, template_regex
 from hangwatch.parse.positioned_yaml import PositionedList, location, read_table
 
-__all__ = ["INDEX_FILE", "TABLE_FILE", "Format", "FormatPhase", "LogFormats", "build", "formats_for",
+__all__ = ["TABLE_FILE", "Format", "FormatPhase", "LogFormats", "build", "formats_for",
            "formats_note", "load_table", "nearest_release", "read_phases"]  # fmt: skip
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-INDEX_FILE = DATA / "engine_words.json.gz"
 TABLE_FILE = DATA / "log_phases.yaml"
 _KEYS = {"site", "phase", "end", "match", "source"}
 _LEVELS = ("info", "info_once", "warning", "warning_once")  # what a start prints at the default level
@@ -301,20 +298,10 @@ def build(package: str, doc: Mapping[str, Any], table: Sequence[FormatPhase]) ->
     return LogFormats(package, releases, formats)
 
 
-@lru_cache(maxsize=1)
-def _index() -> dict[str, Any]:
-    try:
-        data = INDEX_FILE.read_bytes()
-        doc: dict[str, Any] = json.loads(gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data)
-    except (OSError, ValueError) as exc:
-        raise RuleError(f"cannot read the engine words index: {exc}", RuleLocation(str(INDEX_FILE))) from exc
-    return doc
-
-
 @lru_cache(maxsize=8)
 def formats_for(package: str) -> LogFormats | None:
     """The package's start-up formats, read once per process; None when the index has no release of it."""
-    doc = _index()
+    doc = index_doc()
     if package not in doc.get("versions", {}):
         return None
     return build(package, doc, load_table())

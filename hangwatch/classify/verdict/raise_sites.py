@@ -28,17 +28,16 @@ from hangwatch.classify.language.conditions import Outcome
 from hangwatch.classify.language.rule import Rule
 from hangwatch.errors import RuleError, RuleLocation
 from hangwatch.model import Fact, LogLine, Source
-from hangwatch.parse.engine_words import EngineWords, Site, SiteMatch
+from hangwatch.parse.engine_words import INDEX_FILE, EngineWords, Site, SiteMatch, index_doc
 from hangwatch.parse.failures import Failure
 
 if TYPE_CHECKING:
     from hangwatch.classify.verdict.context import Context
 
-__all__ = ["INDEX_FILE", "TABLE_FILE", "SiteCause", "SiteFinding", "engine_words", "find_site", "load_causes",
+__all__ = ["TABLE_FILE", "SiteCause", "SiteFinding", "engine_words", "find_site", "load_causes",
            "site_rules", "with_site"]  # fmt: skip
 
 DATA = Path(__file__).resolve().parents[2] / "data"
-INDEX_FILE = DATA / "engine_words.json.gz"
 TABLE_FILE = DATA / "raise_site_causes.yaml"
 # What a mapped site is worth: the engine's own code names the failure, but the table maps a whole
 # module or function to one cause, so it stays below a hand-written signature that reads the same
@@ -121,8 +120,8 @@ def _entry(raw: Any, where: RuleLocation) -> SiteCause:
 @lru_cache(maxsize=1)
 def engine_words() -> EngineWords:
     try:
-        return EngineWords.from_bytes(INDEX_FILE.read_bytes())
-    except (OSError, ValueError, KeyError) as exc:
+        return EngineWords(index_doc())
+    except (ValueError, KeyError) as exc:
         raise RuleError(f"cannot read the engine words index: {exc}", RuleLocation(str(INDEX_FILE))) from exc
 
 

@@ -113,7 +113,7 @@ def test_a_precompiled_index_matches_as_one_built_on_load(words: EngineWords) ->
 
 def test_the_shipped_anchors_are_those_of_its_sites() -> None:
     # the shipped index carries its anchor index precompiled: it must be the one its sites make
-    from hangwatch.classify.verdict.raise_sites import INDEX_FILE
+    from hangwatch.parse.engine_words import INDEX_FILE
 
     doc = json.loads(gzip.decompress(INDEX_FILE.read_bytes()))
     assert doc["format"] == 2

@@ -14,8 +14,7 @@ from types import ModuleType
 
 import pytest
 
-from hangwatch.classify.verdict.raise_sites import INDEX_FILE
-from hangwatch.parse.engine_words import EngineWords, template_regex
+from hangwatch.parse.engine_words import INDEX_FILE, EngineWords, template_regex
 
 ROOT = Path(__file__).resolve().parents[3]
 MINE = ROOT / "tools" / "engine_words" / "mine.py"
