@@ -195,14 +195,18 @@ def spawn(argv: Sequence[str], env: dict[str, str], log: Path, output: str = "fi
         )
 
 
-def _signal_group(pgid: int, sig: int) -> None:
+def _signal_group(leader: subprocess.Popen[bytes], sig: int) -> None:
+    # the group id is the leader's pid; once the leader is reaped, a process at that pid is a
+    # stranger heading its own group (hangwatch.cli.launch.signal_group says why)
+    if leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}"):
+        return
     try:
-        os.killpg(pgid, sig)
+        os.killpg(leader.pid, sig)
     except (ProcessLookupError, PermissionError):
         pass
 
 
-def kill_groups(pgids: Sequence[int], marker: str, grace: float, term_twice: bool = False) -> None:
+def kill_groups(leaders: Sequence[subprocess.Popen[bytes]], marker: str, grace: float, term_twice: bool = False) -> None:
     """SIGTERM each group, wait up to `grace` s, then SIGKILL the groups and any marked stray.
 
     A rank blocked in open() on a FIFO with the GIL held cannot run Python signal handlers, so
@@ -213,24 +217,30 @@ def kill_groups(pgids: Sequence[int], marker: str, grace: float, term_twice: boo
     one shuts the tree down in about 9 s. The group, not the leader: with `--output tee` the
     leader is the shell.
     """
-    for pgid in pgids:
-        _signal_group(pgid, signal.SIGTERM)
+    for leader in leaders:
+        _signal_group(leader, signal.SIGTERM)
     if term_twice:
         deadline = time.monotonic() + 2.0
-        while time.monotonic() < deadline and any(pgid_members(g, live=True) for g in pgids):
+        while time.monotonic() < deadline and any(_live_members(leader) for leader in leaders):
             time.sleep(0.2)
-        for pgid in pgids:
-            _signal_group(pgid, signal.SIGTERM)
+        for leader in leaders:
+            _signal_group(leader, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(pgid_members(g, live=True) for g in pgids):
+    while time.monotonic() < deadline and any(_live_members(leader) for leader in leaders):
         time.sleep(0.2)
-    for pgid in pgids:
-        _signal_group(pgid, signal.SIGKILL)
+    for leader in leaders:
+        _signal_group(leader, signal.SIGKILL)
     for pid in marked_pids(marker):
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def _live_members(leader: subprocess.Popen[bytes]) -> list[int]:
+    if leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}"):
+        return []  # reaped, and its pid went to a stranger: our group is empty
+    return pgid_members(leader.pid, live=True)
 
 
 def shm_inodes(pids: Iterable[int]) -> set[int]:

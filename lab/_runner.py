@@ -112,14 +112,13 @@ class RunningScenario:
         """Kill every process started (their groups, then any stray carrying our marker) and
         remove temp files. Safe to call twice."""
         self._stopping.set()
-        pgids = [node.proc.pid for node in self.nodes]
         pids = self._pids_seen | {pid for node in self.nodes for pid in node.members()}
         shm = self._shm | _procs.shm_inodes(pids)
         stamped = _procs.pid_stamped_shm(pids)
         vllm = self.engine == "vllm"
         # vLLM: two SIGTERMs to the group (the first is swallowed while the engine starts, see
         # kill_groups), then SIGKILL whatever is left 5 s later.
-        _procs.kill_groups(pgids, self.run_id, max(grace, 5.0) if vllm else grace, term_twice=vllm)
+        _procs.kill_groups([node.proc for node in self.nodes], self.run_id, max(grace, 5.0) if vllm else grace, term_twice=vllm)
         for node in self.nodes:
             try:
                 node.proc.wait(timeout=5)

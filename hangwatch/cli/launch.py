@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 __all__ = ["Launched", "launch", "default_log_path"]
 
@@ -84,10 +85,23 @@ class Launched:
         self._killpg(signal.SIGKILL)
 
     def _killpg(self, signum: int) -> None:
-        try:
-            os.killpg(self.popen.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass  # the group is gone already
+        signal_group(self.popen, signum)
+
+
+def signal_group(leader: subprocess.Popen[Any], signum: int) -> None:
+    """Signal the process group `leader` heads (it was started in a new session).
+
+    A group's id is its leader's pid. Once the leader is reaped, the kernel may give that number to a
+    new process, but only when no member of the group still holds it: a process *at* that pid after
+    the reap is a stranger (and our group is empty), so nothing is sent. A stranger heading its own
+    session would otherwise lose its whole group (a parallel test run did, on a 32768-pid host).
+    """
+    if leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}"):
+        return
+    try:
+        os.killpg(leader.pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is gone already
 
 
 def launch(cmd: Sequence[str], log_path: Path, *, env: dict[str, str] | None = None) -> Launched:

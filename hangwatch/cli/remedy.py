@@ -12,6 +12,7 @@ setup so that the next `run`/`preflight` of the same setup proposes it before th
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -25,6 +26,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+import psutil
+
+from hangwatch.cli.launch import signal_group
 from hangwatch.model import State, Verdict
 from hangwatch.redact import redact_obj, redact_text, terminal_safe
 from hangwatch.sources.modelid import model_identity
@@ -199,7 +203,7 @@ def stop_server(popen: subprocess.Popen[Any], shutdown: Shutdown) -> list[str]:
     and lock files the tree held that nothing else holds. Returns the leftovers removed."""
     pid = popen.pid
     tree = _tree(pid)
-    held = _held_files([pid, *tree])
+    held = _held_files([pid, *(child.pid for child in tree)])
     _signal(pid, shutdown.signal)
     deadline = time.monotonic() + shutdown.grace_s
     repeat_at = time.monotonic() + shutdown.repeat_after_s if shutdown.repeat_after_s > 0 else None
@@ -208,9 +212,10 @@ def stop_server(popen: subprocess.Popen[Any], shutdown: Shutdown) -> list[str]:
             _signal(pid, shutdown.signal)
             repeat_at = None
         time.sleep(0.1)
-    _killpg(pid)
+    signal_group(popen, signal.SIGKILL)
     for child in tree:  # ranks that left the group (setsid) go too
-        _kill(child)
+        with contextlib.suppress(psutil.Error):
+            child.kill()  # psutil refuses a pid that went to a new process since
     try:
         popen.wait(timeout=shutdown.grace_s)
     except subprocess.TimeoutExpired:
@@ -219,24 +224,26 @@ def stop_server(popen: subprocess.Popen[Any], shutdown: Shutdown) -> list[str]:
     return _remove_leftovers(held)
 
 
-def _tree(pid: int) -> list[int]:
-    """Every descendant of `pid`, from /proc/*/stat parent links."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
+def _tree(pid: int) -> list[psutil.Process]:
+    """Every descendant of `pid`, each held with its start time (psutil's identity of a process)."""
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _wait_gone(procs: Sequence[psutil.Process], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and any(_running(proc) for proc in procs):
+        time.sleep(0.05)
+
+
+def _running(proc: psutil.Process) -> bool:
+    """Alive and still the same process; a zombie is gone (a container's init may never reap it)."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _held_files(pids: Sequence[int]) -> set[str]:
@@ -279,34 +286,6 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _killpg(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _kill(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _wait_gone(pids: Sequence[int], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
-        time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 # ---------------------------------------------------------------- the history of this setup

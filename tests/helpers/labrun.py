@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from hangwatch.cli.launch import signal_group
 from helpers.paths import ROOT
 
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
@@ -124,13 +125,10 @@ def held_groups(items: Iterable[Any]) -> set[str]:
 
 
 def _stop(proc: subprocess.Popen[str]) -> None:
+    signal_group(proc, signal.SIGTERM)
     try:
-        os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:  # already gone with its whole group
-        pass
+        signal_group(proc, signal.SIGKILL)
     if proc.stdout is not None:
         proc.stdout.close()

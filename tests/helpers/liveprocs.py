@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -17,6 +16,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from hangwatch.cli.launch import signal_group
+from hangwatch.sources.procs import start_time
 from helpers.paths import DATA
 
 FAKE_SERVERS = DATA / "fake_servers"
@@ -26,7 +27,7 @@ MODULES = {"sglang": "sglang.launch_server", "vllm": "vllm.entrypoints.openai.ap
 class Spawner:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.titled: dict[int, str] = {}  # grandchildren (fake ranks): pid -> title
+        self.titled: dict[int, tuple[str, float | None]] = {}  # grandchildren (fake ranks): pid -> (title, start)
 
     def start(self, argv: Sequence[str], **kwargs: Any) -> subprocess.Popen[bytes]:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
@@ -44,12 +45,15 @@ class Spawner:
         proc = self.python(code, env=env, **kwargs)
         return proc, wait_json(ready_file, proc, timeout_s)
 
+    def adopt(self, pid: int, title: str) -> None:
+        """Kill `pid` (started by a child of ours, carrying `title`) at teardown if it is still that process."""
+        self.titled[pid] = (title, start_time(pid))
+
     def stop(self) -> None:
-        for pid, title in self.titled.items():
-            _kill_titled(pid, title)
+        for pid, (title, started) in self.titled.items():
+            _kill_titled(pid, title, started)
         for proc in self.procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            signal_group(proc, signal.SIGKILL)
             if proc.poll() is None:
                 proc.kill()
             try:
@@ -96,16 +100,20 @@ def start_fake_server(
         if log:
             out.close()
     info = wait_json(ready, proc, 15.0)
-    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    for title, pid in info["children"].items():
+        spawner.adopt(pid, title)
     return proc, info
 
 
-def _kill_titled(pid: int, title: str) -> None:
-    """Kill a fake rank that outlived its launcher, only if the pid still carries its title."""
+def _kill_titled(pid: int, title: str, started: float | None) -> None:
+    """Kill a fake rank that outlived its launcher, only if the pid is still that process (a test
+    running beside this one may have been given the number, and the same title)."""
     try:
         if not Path(f"/proc/{pid}/cmdline").read_bytes().startswith(title.encode()):
             return
     except OSError:
+        return
+    if started is None or start_time(pid) != started:
         return
     try:
         os.kill(pid, signal.SIGKILL)

@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from hangwatch.cli.launch import signal_group
 from helpers.paths import PROGRAMS
 
 LAUNCHER = PROGRAMS / "sglang" / "launch_server.py"
@@ -38,7 +39,6 @@ class Procs:
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
-        self.groups: set[int] = set()
 
     def server(self, mode: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
         fh = open(log, "wb")
@@ -58,15 +58,11 @@ class Procs:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         proc = subprocess.Popen(list(argv), start_new_session=True, **kwargs)
         self.started.append(proc)
-        self.groups.add(proc.pid)
         return proc
 
     def stop(self) -> None:
-        for group in self.groups:
-            try:
-                os.killpg(group, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        for proc in self.started:
+            signal_group(proc, signal.SIGKILL)
         for proc in self.started:
             try:
                 proc.wait(timeout=10)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from hangwatch.cli.launch import signal_group
+
 ROOT = Path(__file__).resolve().parents[2]
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 PROGRAMS = ROOT / "tests" / "integration" / "programs"
@@ -86,15 +88,12 @@ class Procs:
 
     def stop(self) -> None:
         for proc in self.started:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM if "lab/run.py" in " ".join(map(str, proc.args)) else signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            signal_group(proc, signal.SIGTERM if "lab/run.py" in " ".join(map(str, proc.args)) else signal.SIGKILL)
         for proc in self.started:
             try:
                 proc.wait(timeout=60)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
+                signal_group(proc, signal.SIGKILL)
                 proc.wait(timeout=10)
 
 

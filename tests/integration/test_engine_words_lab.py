@@ -31,6 +31,7 @@ from hangwatch.model import Phase
 from hangwatch.parse.logformats import FORMAT_KEY, formats_for, read_phases
 from hangwatch.parse.logs import read_log_lines
 from lab import _procs
+from lab._runner import COMMON_FLAGS
 
 HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON", "")
@@ -41,9 +42,9 @@ MARKER = "HANGWATCH_ENGINE_WORDS_RUN"
 pytestmark = [pytest.mark.lab, pytest.mark.slow]
 needs_sglang = pytest.mark.skipif(not LAB_PYTHON, reason="HANGWATCH_LAB_PYTHON not set (lab/install.sh prints it)")
 needs_vllm = pytest.mark.skipif(not VLLM_PYTHON, reason="HANGWATCH_VLLM_PYTHON not set (lab/install_vllm.sh prints it)")
-SGLANG_FLAGS = ["--device", "cpu", "--host", "127.0.0.1", "--log-level", "info", "--model-impl", "transformers",
-                "--attention-backend", "torch_native", "--disable-cuda-graph", "--sampling-backend", "pytorch",
-                "--skip-server-warmup"]  # fmt: skip
+# the lab's flags with its KV pool: without --max-total-tokens SGLang sizes the pool from the host's
+# memory, and three such starts side by side (CI runs lab tests three at a time) get one OOM-killed
+SGLANG_FLAGS = [*COMMON_FLAGS, "--max-total-tokens", "4096", "--skip-server-warmup"]
 VLLM_FLAGS = ["--host", "127.0.0.1", "--dtype", "float32", "--disable-log-stats", "--enforce-eager"]
 
 
@@ -148,7 +149,7 @@ def test_vllm_max_model_len_the_model_cannot_take_is_evidence_without_a_cause(tm
 def test_sglang_memory_fraction_that_cannot_be_met(tmp_path: Path, marker: str) -> None:
     # GIVEN a real SGLang start whose static memory fraction leaves no room for the KV pool
     argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(_procs.tiny_model()),
-            "--port", str(_procs.free_port(31000, 31999)), *SGLANG_FLAGS, "--mem-fraction-static", "0.0001"]  # fmt: skip
+            "--port", str(_procs.free_port(31000, 31999)), *COMMON_FLAGS, "--skip-server-warmup", "--mem-fraction-static", "0.0001"]  # fmt: skip
     # WHEN hangwatch watches it, and diagnoses its log afterwards
     verdicts, log = _run(argv, {}, marker, tmp_path)
     live, offline = verdicts[-1], _diagnose(log, "sglang", argv, tmp_path)

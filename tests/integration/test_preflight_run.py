@@ -131,7 +131,7 @@ def test_lab_fifo_weights_stall_named_with_the_preflight(procs: Procs, tmp_path:
     (model / "model.safetensors").unlink()
     os.mkfifo(model / "model.safetensors")
     argv = [LAB_PYTHON, "-m", "sglang.launch_server", "--model-path", str(model), "--port", str(_procs.free_port(31000, 31999)),
-            *COMMON_FLAGS, "--skip-server-warmup"]  # fmt: skip
+            *COMMON_FLAGS, "--max-total-tokens", "4096", "--skip-server-warmup"]  # fmt: skip
     watch = procs.hangwatch(["run", *GATE, "--timeout", "280", "--log", str(tmp_path / "run.log"), "--", *argv],
                             env=_env(TMPDIR=str(tmp_path)))  # fmt: skip
     code, lines, err = finish(watch, 320)

@@ -67,7 +67,8 @@ def test_from_a_container_init_walks_down(spawner: Spawner, tmp_path: Path) -> N
     env = {**os.environ, "PYTHONPATH": str(FAKE_SERVERS), "HW_READY": str(ready)}
     init = spawner.start([sys.executable, "-c", f"import subprocess; subprocess.run(['sh', '-c', {command!r}])"], env=env)
     info = wait_json(ready, init, 15.0)
-    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    for title, pid in info["children"].items():
+        spawner.adopt(pid, title)
     # WHEN / THEN
     server = discover(init.pid)
     assert (server.launcher_pid, server.port) == (info["pid"], 30555)
@@ -123,7 +124,7 @@ def test_a_script_that_embeds_the_engine(spawner: Spawner, tmp_path: Path) -> No
     )
     script = spawner.python(code)
     info = wait_json(ready, script, 15.0)
-    spawner.titled[info["child"]] = "sglang::scheduler_TP0"
+    spawner.adopt(info["child"], "sglang::scheduler_TP0")
     wait_until(lambda: (read_cmdline(info["child"]) or "").startswith("sglang::scheduler"))
     # WHEN discovery starts from the script or from its rank
     # THEN the script is the launcher, and the engine comes from the rank's title
@@ -163,7 +164,8 @@ def test_a_process_running_several_things_is_no_servers_wrapper(spawner: Spawner
     )
     host = spawner.python(code, env=env)
     info = wait_json(ready, host, 15.0)
-    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    for title, pid in info["children"].items():
+        spawner.adopt(pid, title)
     wait_until(lambda: len(Path(f"/proc/{host.pid}/task/{host.pid}/children").read_text().split()) == 3)
     # WHEN / THEN: it says so, and adopts no server from under it
     with pytest.raises(TargetError, match=rf"pid {host.pid} .* is not an SGLang or vLLM server"):
@@ -181,7 +183,8 @@ def test_a_server_a_shell_runs_as_a_job_of_its_own_is_not_the_shells(spawner: Sp
             "time.sleep(60)\n")
     shell = spawner.python(code, env=env)
     info = wait_json(ready, shell, 15.0)
-    spawner.titled.update({pid: title for title, pid in info["children"].items()})
+    for title, pid in info["children"].items():
+        spawner.adopt(pid, title)
     try:
         # WHEN / THEN the shell is no server; the server is found from its own pid
         with pytest.raises(TargetError, match="is not an SGLang or vLLM server"):

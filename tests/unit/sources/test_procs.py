@@ -150,7 +150,7 @@ def test_a_process_that_left_the_tree_is_not_reported_dead(spawner: Spawner, tmp
     leaf_file = tmp_path / "leaf"
     root, (mid,) = spawner.ready(PARENT.format(codes=[middle], after=""), tmp_path / "r.json", env={"HW_LEAF": str(leaf_file)})
     leaf = int(wait_until(lambda: leaf_file.exists() and leaf_file.read_text()))
-    spawner.titled[leaf] = sys.executable  # stopped at teardown
+    spawner.adopt(leaf, sys.executable)  # stopped at teardown
     sampler = ProcessSampler()
     assert leaf in by_pid(sampler.sample(root.pid))
     # WHEN the middle exits, the leaf is re-parented out of the tree
