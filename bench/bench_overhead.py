@@ -51,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from helpers.livetools import Procs, wait_for_text  # noqa: E402
 
-HANGWATCH = str(Path(sys.executable).parent / "hangwatch")
+_ENTRY = Path(sys.executable).parent / "hangwatch"  # the installed entry point, else the module (a --target install)
+HANGWATCH = [str(_ENTRY)] if _ENTRY.exists() else [sys.executable, "-m", "hangwatch"]
 
 
 def _rate_line(rate_file: Path) -> tuple[float, int]:
@@ -76,7 +77,7 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
     env = dict(os.environ)
     if not stacks:
         env["HANGWATCH_PYSPY"] = "/nonexistent/py-spy"
-    watch = subprocess.Popen([HANGWATCH, "attach", str(server_pid), "--json"], stdout=subprocess.PIPE,
+    watch = subprocess.Popen([*HANGWATCH, "attach", str(server_pid), "--json"], stdout=subprocess.PIPE,
                              stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(watch.stdout.readline, b"")), daemon=True)  # type: ignore[union-attr, arg-type]
@@ -122,6 +123,13 @@ def pairs(server_pid: int, rank: psutil.Process, rate_file: Path, *, stacks: boo
             watch.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(watch.pid, signal.SIGKILL)
+
+
+def _is_rank0(proc: psutil.Process) -> bool:
+    try:
+        return "scheduler_TP0" in " ".join(proc.cmdline())
+    except psutil.Error:  # a child that exited meanwhile (a zombie has no command line)
+        return False
 
 
 def _verdict(line: bytes) -> str:
@@ -253,8 +261,7 @@ def main() -> None:
                 time.sleep(2.0)
                 if args.attribution and kind == "cpu":
                     attribution(server.pid, args.attribution)
-                rank = next(p for p in psutil.Process(server.pid).children(recursive=True)
-                            if "scheduler_TP0" in " ".join(p.cmdline()))
+                rank = next(p for p in psutil.Process(server.pid).children(recursive=True) if _is_rank0(p))
                 for stacks in (True, False):
                     found = pairs(server.pid, rank, rate_file, stacks=stacks, n=args.pairs, window=args.window)
                     r, c, null, loads = found["ratios"], found["cpu_ratios"], found["null"], found["loads"]

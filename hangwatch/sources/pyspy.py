@@ -16,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 from hangwatch.errors import SourceUnavailable
 from hangwatch.model import Missing, ProcessStack, Source
@@ -50,9 +51,15 @@ def dump_stacks(
     unwind must stop the process (0.5-1 s on a torch process), so `native=True` drops
     `nonblocking`. On timeout py-spy is killed and the target resumes (ptrace detaches on exit).
     """
-    data = _run_pyspy(_command(_resolve(pyspy), pid, native=native, nonblocking=nonblocking and not native), pid, timeout_s)
-    name = label or str(pid)
-    return _parse(data, name, pid), data
+    command = _command(_resolve(pyspy), pid, native=native, nonblocking=nonblocking and not native)
+    data = _run_pyspy(command, pid, timeout_s)
+    threads = _json(data, pid)
+    if "--nonblocking" in command and _torn(threads):
+        data = _run_pyspy(command, pid, timeout_s)  # a torn read is rare: the next one is whole
+        threads = _json(data, pid)
+        if _torn(threads):
+            raise SourceUnavailable("stacks", f"py-spy read pid {pid}'s stack while it changed (twice)", "it is retried next round")
+    return _parse(threads, label or str(pid), pid), data
 
 
 def dump_many(
@@ -165,11 +172,33 @@ def _exists(pid: int) -> bool:
     return True
 
 
-def _parse(data: bytes, label: str, pid: int) -> ProcessStack:
-    from hangwatch.parse.stacks import parse_pyspy_json
-
+def _json(data: bytes, pid: int) -> Any:
     try:
-        threads = json.loads(data)
+        return json.loads(data)
     except ValueError as exc:
         raise SourceUnavailable("stacks", f"py-spy printed no JSON for pid {pid}: {exc}", "upgrade py-spy (>= 0.3.14)") from exc
+
+
+def _torn(threads: Any) -> bool:
+    """A --nonblocking read can catch a frame while the interpreter rewrites it, and py-spy then
+    prints memory that was never a frame: a negative line, a file name that is no path (seen on a
+    vLLM rank compiling: `? (㬀⠔羌:-1450938592)`, which read as user code, a false `stalled`)."""
+    for thread in threads if isinstance(threads, list) else ():
+        frames = thread.get("frames") if isinstance(thread, dict) else None
+        for frame in frames if isinstance(frames, list) else ():
+            if isinstance(frame, dict) and frame.get("module") is None and not _whole_frame(frame):
+                return True
+    return False
+
+
+def _whole_frame(frame: dict[str, Any]) -> bool:
+    line, filename = frame.get("line"), frame.get("filename")
+    if isinstance(line, int) and line < 0:
+        return False
+    return isinstance(filename, str) and (filename.startswith("<") or "/" in filename or filename.endswith((".py", ".pyx", ".pyw")))
+
+
+def _parse(threads: Any, label: str, pid: int) -> ProcessStack:
+    from hangwatch.parse.stacks import parse_pyspy_json
+
     return parse_pyspy_json(threads, label, Source(file=f"stacks/{label}.json", detail=f"pid {pid}"))

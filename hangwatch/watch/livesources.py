@@ -70,9 +70,12 @@ class LiveSources:
         self._peers_at = float("-inf")
 
     def read(self, parts: frozenset[str] = EVERY, *, rescan: bool = True) -> Reading:
-        """One reading of `parts`, in the order each needs the one before (health: the ports)."""
-        log = self.read_log() if "log" in parts else b""
+        """One reading of `parts`, in the order each needs the one before: the processes before the
+        log (a rank's last words are written before it exits, so an exit seen here has them in the log
+        read after it; the other way round a crash could be read without its traceback), the ports
+        before health."""
         procs, gone = self._procs(rescan) if "procs" in parts else (None, None)
+        log = self.read_log() if "log" in parts else b""
         if "ports" in parts:
             self.read_ports()
         if "health" in parts:

@@ -6,6 +6,7 @@ every wait has a timeout, and the test server's ranks die with their launcher (P
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from hangwatch.cli.launch import signal_group
+from hangwatch.sources.procs import start_time
 from helpers.paths import PROGRAMS
 
 LAUNCHER = PROGRAMS / "sglang" / "launch_server.py"
@@ -39,6 +41,11 @@ class Procs:
 
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[bytes]] = []
+        self.foreign: dict[int, float | None] = {}  # groups a child of ours started (leader pid -> its start)
+
+    def adopt_group(self, leader: int) -> None:
+        """Kill the group `leader` heads (started by a child of ours, e.g. `hangwatch run`'s server) at teardown."""
+        self.foreign[leader] = start_time(leader)
 
     def server(self, mode: str, log: Path, **env: str) -> subprocess.Popen[bytes]:
         fh = open(log, "wb")
@@ -63,6 +70,12 @@ class Procs:
     def stop(self) -> None:
         for proc in self.started:
             signal_group(proc, signal.SIGKILL)
+        for leader, started in self.foreign.items():
+            now = start_time(leader)
+            if now is not None and now != started:
+                continue  # the number went to a stranger: our group is empty
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(leader, signal.SIGKILL)
         for proc in self.started:
             try:
                 proc.wait(timeout=10)

@@ -152,7 +152,7 @@ def test_run_gate_on_a_healthy_server(procs: Procs, tmp_path: Path) -> None:
     log = tmp_path / "run.log"
     watch = procs.hangwatch(["run", *GATE, "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="healthy"))
     code, lines, err = finish(watch, 30)
-    procs.groups.add(_started_pid(err))  # a ready server outlives the gate: stop it at teardown
+    procs.adopt_group(_started_pid(err))  # a ready server outlives the gate: stop it at teardown
     assert code == 0, err
     assert lines[-1]["state"] == "ready"
     assert "The server is fired up and ready to roll!" in err  # server output: stderr under --json
@@ -321,7 +321,7 @@ def test_two_servers_on_one_default_history_share_neither_budgets_nor_episodes(p
     gate = ["--json", "--exit-on", "ready,stalled,crashed", "--timeout", str(LOADED_S)]
     code, _, err = finish(procs.hangwatch(["run", *gate, "--no-preflight", "--log", str(tmp_path / "a1.log"), "--",
                                            *_relative_model_cmd()], env=_env(HW_MODE="healthy"), cwd=a), LOADED_S + 30)
-    procs.groups.add(_started_pid(err))
+    procs.adopt_group(_started_pid(err))
     assert code == 0, err
     # WHEN A starts again and B starts, both stuck, both served, on the same default history
     ports = {name: free_port() for name in ("a", "b")}

@@ -128,3 +128,30 @@ def test_the_default_finds_pyspy_beside_python_when_not_on_path(sleeper: int, mo
         pytest.skip("py-spy is not installed beside this Python")
     stack, _ = dump_stacks(sleeper)
     assert stack.pid == sleeper
+
+
+# The torn frame a real `py-spy dump --nonblocking` printed for a vLLM rank mid-compile (a CI run):
+# memory read while the interpreter rewrote it, which read as user code and made a false `stalled`
+TORN_FRAME = '{"name": "?", "filename": "\\ubc00\\u2814\\u7f8c", "module": null, "short_filename": "\\ubc00\\u2814\\u7f8c", "line": -1450938592, "locals": null}'
+
+
+def tearing_pyspy(tmp_path: Path, reads_torn: int) -> str:
+    """The real py-spy, with the recorded torn frame put innermost in its first `reads_torn` dumps."""
+    count, tear = tmp_path / "reads", tmp_path / "tear.py"
+    tear.write_text(f"import json, sys\nthreads = json.load(sys.stdin)\nthreads[0]['frames'].insert(0, json.loads({TORN_FRAME!r}))\n"
+                    "json.dump(threads, sys.stdout)\n")
+    return script(tmp_path, "py-spy", f'echo x >> {count}\nif [ $(wc -l < {count}) -le {reads_torn} ]; then\n'
+                                      f'  {PYSPY} "$@" | {sys.executable} {tear}\nelse\n  exec {PYSPY} "$@"\nfi\n')
+
+
+def test_a_torn_read_is_read_again(sleeper: int, tmp_path: Path) -> None:
+    stack, raw = dump_stacks(sleeper, pyspy=tearing_pyspy(tmp_path, reads_torn=1))
+    assert (tmp_path / "reads").read_text().count("x") == 2
+    assert all(frame.line is None or frame.line >= 0 for thread in stack.threads for frame in thread.frames)
+    assert "wait_for_peer" in {frame.function for thread in stack.threads for frame in thread.frames}
+    assert b"-1450938592" not in raw
+
+
+def test_a_stack_torn_twice_is_missing_this_round(sleeper: int, tmp_path: Path) -> None:
+    with pytest.raises(SourceUnavailable, match="while it changed"):
+        dump_stacks(sleeper, pyspy=tearing_pyspy(tmp_path, reads_torn=2))
