@@ -187,14 +187,12 @@ def _site_packages(venv: Path, package: str) -> Path | None:
     reason="needs the SGLang and vLLM labs: set HANGWATCH_LAB_PYTHON and HANGWATCH_VLLM_PYTHON",
 )
 @pytest.mark.parametrize(("package", "version", "venv"), [("sglang", "0.5.23", LAB_SITE), ("vllm", "0.32.0", VLLM_SITE)])
-def test_the_installed_engine_mines_the_same_twice_and_is_in_the_shipped_index(
-    mine: ModuleType, tmp_path: Path, package: str, version: str, venv: Path
-) -> None:
+def test_the_installed_engine_is_in_the_shipped_index(mine: ModuleType, tmp_path: Path, package: str, version: str, venv: Path) -> None:
+    # mined once: that the miner gives the same bytes twice is test_same_inputs_same_bytes's (a
+    # second mine of a whole engine cost CI 30-40 s of CPU per engine)
     source = _site_packages(venv, package)
     assert source is not None, f"{package} is not installed in {venv}"
     first = _build(mine, [f"{package}={version}={source}"], tmp_path / "a.json.gz")
-    mine._SEEN.clear()
-    assert _build(mine, [f"{package}={version}={source}"], tmp_path / "b.json.gz") == first
     mined = json.loads(gzip.decompress(first))["sites"]
     shipped = json.loads(gzip.decompress(INDEX_FILE.read_bytes()))
     bit = shipped["versions"][package].index(version)
