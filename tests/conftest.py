@@ -6,6 +6,7 @@ path for pytest; no test edits sys.path)."""
 from __future__ import annotations
 
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +18,14 @@ from hangwatch.watch.published import LatestView
 from helpers.labrun import HeldScenarios, held_groups
 from helpers.liveprocs import Spawner
 from helpers.serve_fixtures import make_verdict, make_view
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Started in the background of a script (`pytest ... &`), the session inherits SIGINT ignored,
+    and so would every process the tests start: a Ctrl-C test would then test the shell, not
+    hangwatch. A handler here is reset to the default in each child at exec."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

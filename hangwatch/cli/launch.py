@@ -65,8 +65,12 @@ class Launched:
         self._killpg(signal.SIGKILL if self._signals_sent >= 3 else signum)
 
     def install_forwarding(self) -> None:
+        """Forward SIGINT, SIGTERM and SIGHUP, except one hangwatch was started ignoring: the server
+        inherited it ignored too (`nohup`, a script's `cmd &`), as if started without hangwatch, and
+        a forwarded one would do nothing but mark a stop that never comes."""
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            signal.signal(signum, self.forward)
+            if signal.getsignal(signum) is not signal.SIG_IGN:
+                signal.signal(signum, self.forward)
 
     def stop(self, grace_s: float = 10.0) -> int | None:
         """SIGTERM to the group, SIGKILL after `grace_s`; returns the launcher's exit status."""

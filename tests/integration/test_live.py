@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import socket
+import subprocess
 import sys
 import tarfile
 import time
@@ -169,6 +170,23 @@ def test_run_forwards_ctrl_c_to_the_server(procs: Procs, tmp_path: Path) -> None
     pid = _started_pid(err)
     assert f"server pid {pid} exited with status -2" in err
     assert _alive_in_group(pid) == []  # the ranks too
+
+
+def test_run_started_ignoring_ctrl_c_leaves_it_ignored_as_the_server_does(procs: Procs, tmp_path: Path) -> None:
+    # GIVEN `hangwatch run` started as a script's `cmd &` starts it: SIGINT ignored, which its server inherits
+    log = tmp_path / "run.log"
+    watch = procs.hangwatch(["run", "--json", "--log", str(log), "--", *server_cmd(free_port())], env=_env(HW_MODE="tcpstore"),
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    wait_for_text(log, "Init torch distributed begin.")
+    # WHEN a SIGINT comes, THEN both go on as the server alone would
+    watch.send_signal(signal.SIGINT)
+    with pytest.raises(subprocess.TimeoutExpired):
+        watch.wait(timeout=3)
+    # and a crash after it is a crash, not the end of a stop that was never passed on
+    pid = _started_pid(next(line for line in iter(watch.stderr.readline, b"") if b"started pid" in line).decode())  # type: ignore[union-attr]
+    os.kill(pid, signal.SIGKILL)
+    code, lines, err = finish(watch, 20)
+    assert lines[-1]["state"] == "crashed", (lines[-1]["state"], lines[-1]["evidence"][:3])
 
 
 def test_run_a_command_that_cannot_start(procs: Procs, tmp_path: Path) -> None:
