@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from _pytest.nodeid import coerce_node_id
 
 from hangwatch.model import Verdict
 from hangwatch.watch.published import LatestView
@@ -107,9 +108,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def _group_node_ids(items: list[pytest.Item]) -> None:
     """Suffix each test marked `xdist_group(NAME)` with `@NAME`, the scope `--dist loadgroup` sends to
-    one worker. pytest-xdist 3.8's worker is meant to do it, but under pytest 9.2 its hook does not: the
-    tests of one group ran on different workers (each then started its own held lab run)."""
+    one worker. pytest-xdist 3.8's worker is meant to do it, but it sets `_nodeid`, which pytest 9.2
+    no longer reads (a node's id is `_id`, a NodeId): the tests of one group ran on different workers,
+    each starting its own held lab run. The check: `pytest -n 3 --dist loadgroup -v` shows `@GROUP`."""
     for item in items:
         names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default")) for m in item.iter_markers("xdist_group")})
         if names and "@" not in item.nodeid.rsplit("]", 1)[-1]:
-            item._nodeid = f"{item.nodeid}@{'_'.join(names)}"
+            item._id = coerce_node_id(f"{item.nodeid}@{'_'.join(names)}")
