@@ -130,7 +130,7 @@ class ProcessSampler:
         return _Seen(record, record.cpu_time_s, now, now if threads else previous.threads_at if previous else now)
 
     def _demote_forks(self, current: dict[tuple[int, float | None], _Seen]) -> None:
-        """A rank's short-lived children are not ranks. A process forked without exec (a helper, a
+        """A rank's short-lived children are not ranks, nor a launcher's the launcher. A process forked without exec (a helper, a
         compile worker, `subprocess` before its exec) carries its parent's title, so by its command
         line it is that very rank; when it exits it would be a "dead" rank (dead_rank 0.9) while the
         rank lives on. Whoever has a parent of the same role (a rank's role: not a launcher) is the
@@ -146,6 +146,8 @@ class ProcessSampler:
                 self._forks.add(key)
             if key in self._forks and record.role != "other":
                 seen.record = replace(record, role="other", rank=None)
+            elif _launcher_fork(record, parent):
+                seen.record = replace(record, role="other")
 
     def _remember_dead(self, alive_keys: set[tuple[int, float | None]]) -> None:
         for key, seen in self._seen.items():
@@ -187,6 +189,16 @@ def _still_running(pid: int, create_time: float | None, proc_root: str) -> bool:
                 and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)  # fmt: skip
     except psutil.Error:
         return False
+
+
+def _launcher_fork(record: ProcessRecord, parent: ProcessRecord | None) -> bool:
+    """A launcher's child between its fork and its exec (vLLM runs `python -m
+    vllm.model_executor.models.registry` at start) shows the launcher's very command line; sampled
+    then and exiting, it read as "launcher exited": a false crash. Not for its life, unlike a rank's
+    helper: a launcher's child becomes a rank (a forked EngineCore, once titled) or a shell's child
+    the real launcher, whose command line differs from its parent's."""
+    return (parent is not None and record.role == "launcher" and parent.role == "launcher"
+            and bool(record.cmdline) and record.cmdline == parent.cmdline)
 
 
 def start_time(pid: int, *, proc_root: str = "/proc") -> float | None:

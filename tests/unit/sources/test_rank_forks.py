@@ -69,3 +69,41 @@ def test_attach_says_no_dead_rank(spawner: Spawner, tmp_path: Path) -> None:
     verdicts = [json.loads(line) for line in run.stdout.decode().splitlines() if line.startswith("{")]
     assert verdicts, run.stderr.decode()[-2000:]
     assert not [v for v in verdicts if v.get("cause") == "dead_rank"], verdicts
+
+
+# vLLM's API server runs `python -m vllm.model_executor.models.registry` at start: between fork and
+# exec that child shows the launcher's very command line; sampled then, its exit read as the
+# launcher's ("The server exited", crashed, at t = 12 s of a healthy vLLM start in a CI-like run)
+VLLM_LAUNCHER = """
+import json, os, sys, time
+open(os.environ["HW_READY"], "w").write(json.dumps({"pid": os.getpid()}))
+while True:
+    child = os.fork()
+    if child == 0:
+        time.sleep(0.15)
+        os._exit(0)
+    time.sleep(0.1)
+    os.waitpid(child, 0)
+"""
+
+
+def test_a_launchers_fork_that_exits_is_not_the_launcher_exiting(spawner: Spawner, tmp_path: Path) -> None:
+    pkg = tmp_path / "vllm" / "entrypoints" / "openai"
+    pkg.mkdir(parents=True)
+    for folder in (tmp_path / "vllm", tmp_path / "vllm" / "entrypoints", pkg):
+        (folder / "__init__.py").write_text("")
+    (pkg / "api_server.py").write_text(VLLM_LAUNCHER)
+    ready = tmp_path / "ready.json"
+    launcher = spawner.start([sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", "m"],
+                             env={"HW_READY": str(ready), "PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    wait_json(ready, launcher, 20.0)
+    sampler = ProcessSampler()
+    forks_seen = 0
+    for _ in range(40):
+        records = sampler.sample(launcher.pid)
+        by_pid = {r.pid: r for r in records}
+        assert by_pid[launcher.pid].role == "launcher" and by_pid[launcher.pid].alive
+        forks_seen += len([r for r in records if r.ppid == launcher.pid])
+        assert not [r for r in records if r.role == "launcher" and not r.alive], records
+        time.sleep(0.05)
+    assert forks_seen > 0
