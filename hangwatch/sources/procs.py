@@ -130,11 +130,12 @@ class ProcessSampler:
         return _Seen(record, record.cpu_time_s, now, now if threads else previous.threads_at if previous else now)
 
     def _demote_forks(self, current: dict[tuple[int, float | None], _Seen]) -> None:
-        """A rank's short-lived children are not ranks, nor a launcher's the launcher. A process forked without exec (a helper, a
-        compile worker, `subprocess` before its exec) carries its parent's title, so by its command
-        line it is that very rank; when it exits it would be a "dead" rank (dead_rank 0.9) while the
-        rank lives on. Whoever has a parent of the same role (a rank's role: not a launcher) is the
-        parent's helper: role "other", no rank, and it stays so for its life (by pid and start time)."""
+        """A rank's short-lived children are not ranks, nor a launcher's the launcher (_launcher_fork).
+        A process forked without exec (a helper, a compile worker, `subprocess` before its exec)
+        carries its parent's title, so by its command line it is that very rank; when it exits it
+        would be a "dead" rank (dead_rank 0.9) while the rank lives on. Whoever has a parent of the
+        same role (a rank's role: not a launcher) is the parent's helper: role "other", no rank, and
+        it stays so for its life (by pid and start time)."""
         by_pid = {seen.record.pid: seen.record for seen in current.values()}
         for key, seen in current.items():
             record = seen.record
