@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -71,20 +72,34 @@ class Procs:
 
     def agent(self, pid: int, name: str = "agent", *, log: str | None = None, token: str | None = None) -> str:
         """`hangwatch attach PID --serve` on a free port; returns its URL once /healthz answers."""
-        port = free_port()
-        argv = [HANGWATCH, "attach", str(pid), "--serve", "--port", str(port)]
+        argv = [HANGWATCH, "attach", str(pid), "--serve"]
         argv += ["--log", log] if log else []
         argv += ["--token", token] if token else []
-        proc = self.start(argv, name)
-        url = f"http://127.0.0.1:{port}"
+        return self.serve(argv, name)
 
-        def up() -> bool:
-            if proc.poll() is not None:
+    def serve(self, argv: list[str], name: str, timeout: float = 60.0, started: tuple[subprocess.Popen[bytes], int] | None = None) -> str:
+        """`argv --port PORT` on a free port (or the one `started` already runs on); its URL once
+        /healthz answers. A port taken between the pick and the bind (bind(0) draws from the ephemeral
+        range every client socket on the host draws from too) is picked again, up to 5 times."""
+        for _ in range(5):
+            proc, port = started or self.start_on_free_port(argv, name)
+            started = None
+            url = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline and proc.poll() is None:
+                with contextlib.suppress(OSError, ValueError):
+                    if get_json(url + "/healthz")["status"] == "ok":
+                        return url
+                time.sleep(0.25)
+            if proc.poll() is None:
+                raise AssertionError(f"{name} did not serve on {url} within {timeout:.0f} s: {self.output(name)[-2000:]}")
+            if "Address already in use" not in self.output(name):
                 raise AssertionError(f"hangwatch exited {proc.returncode}: {self.output(name)[-2000:]}")
-            return get_json(url + "/healthz")["status"] == "ok"
+        raise AssertionError(f"{name}: five free ports were taken before it could bind one")
 
-        wait_until(up, 60, f"{name} to serve on {url}")
-        return url
+    def start_on_free_port(self, argv: list[str], name: str) -> tuple[subprocess.Popen[bytes], int]:
+        port = free_port()
+        return self.start([*argv, "--port", str(port)], name), port
 
     def stop(self) -> None:
         for proc in self.started:

@@ -27,12 +27,9 @@ RENDEZVOUS = f"127.0.0.1:{free_port()}"
 MULTI_NODE = ("--nnodes", "2", "--node-rank", "1", "--dist-init-addr", RENDEZVOUS)
 
 
-def _agent(procs: Procs, pid: int, name: str, launch: str | None) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+def _agent(pid: int, launch: str | None) -> list[str]:
     label = ["--launch-label", launch] if launch else []
-    proc = procs.start([HANGWATCH, "attach", str(pid), "--serve", "--port", str(port), "--no-native", "--no-learn",
-                        *label], name)
-    return proc, f"127.0.0.1:{port}"
+    return [HANGWATCH, "attach", str(pid), "--serve", "--no-native", "--no-learn", *label]
 
 
 @pytest.fixture(scope="module")
@@ -45,23 +42,17 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         healthy = [_server(procs, f"healthy{i}", "healthy") for i in range(2)]
         # node 1 of a two-node start, as its launcher's own arguments say
         healthy.append(_server(procs, "healthy2", "healthy", *MULTI_NODE))
-        agents: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
-        for i in range(AGENTS):
-            launch = "stuck" if i < 4 else f"launch-{i // 4}"
-            pid = stuck_server.pid if i == 0 else healthy[i % 3].pid
-            agents[f"agent{i}"] = _agent(procs, pid, f"agent{i}", launch)
+        argvs = {f"agent{i}": _agent(stuck_server.pid if i == 0 else healthy[i % 3].pid, "stuck" if i < 4 else f"launch-{i // 4}")
+                 for i in range(AGENTS)}
         # one more agent with no --launch-label: its launch comes from the server's --dist-init-addr/--nnodes
-        agents["from-args"] = _agent(procs, healthy[2].pid, "from-args", None)
-        for name, (proc, address) in agents.items():
-            def up(proc: subprocess.Popen[bytes] = proc, address: str = address, name: str = name) -> bool:
-                assert proc.poll() is None, procs.output(name)[-2000:]
-                return get_json(f"http://{address}/healthz")["status"] == "ok"
-            wait_until(up, 90, f"{name} to serve")
+        argvs["from-args"] = _agent(healthy[2].pid, None)
+        started = {name: procs.start_on_free_port(argv, name) for name, argv in argvs.items()}  # all at once
+        agents = {name: procs.serve(argvs[name], name, 90, started[name]).removeprefix("http://") for name in argvs}
         # a scrape every second, with as long to answer: 17 agents on 2 shared cores can be slow
-        prometheus = Prometheus(tmp, [address for _, address in agents.values()], scrape_s=1.0,
+        prometheus = Prometheus(tmp, list(agents.values()), scrape_s=1.0,
                                 rule_files=[ROOT / "dashboards" / "alerts.yml"])
-        yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"][1], "from_args": agents["from-args"][1],
-               "addresses": [address for _, address in agents.values()]}
+        yield {"procs": procs, "prometheus": prometheus, "stuck": agents["agent0"], "from_args": agents["from-args"],
+               "addresses": list(agents.values())}
     finally:
         if prometheus is not None:
             prometheus.close()
