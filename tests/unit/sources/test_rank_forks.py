@@ -13,12 +13,14 @@ from pathlib import Path
 from hangwatch.sources.procs import ProcessSampler
 from helpers.liveprocs import Spawner, wait_json
 
-RANK = """
+
+def forking(head: str) -> str:
+    """A program that runs `head`, says it is ready, then forks a helper (never exec'd) every 0.1 s
+    that lives 0.15 s."""
+    return f"""
 import json, os, sys, time
-from setproctitle import setproctitle
-setproctitle("sglang::scheduler_TP0")
-print("[2026-12-01 10:00:00 TP0] Init torch distributed begin.", flush=True)
-open(os.environ["HW_READY"], "w").write(json.dumps({"pid": os.getpid()}))
+{head}
+open(os.environ["HW_READY"], "w").write(json.dumps({{"pid": os.getpid()}}))
 while True:
     child = os.fork()
     if child == 0:
@@ -27,6 +29,11 @@ while True:
     time.sleep(0.1)
     os.waitpid(child, 0)
 """
+
+
+RANK = forking("""from setproctitle import setproctitle
+setproctitle("sglang::scheduler_TP0")
+print("[2026-12-01 10:00:00 TP0] Init torch distributed begin.", flush=True)""")
 LAUNCHER = """
 import os, subprocess, sys
 subprocess.Popen([sys.executable, os.path.join(os.path.dirname(__file__), "rank.py")]).wait()
@@ -74,17 +81,7 @@ def test_attach_says_no_dead_rank(spawner: Spawner, tmp_path: Path) -> None:
 # vLLM's API server runs `python -m vllm.model_executor.models.registry` at start: between fork and
 # exec that child shows the launcher's very command line; sampled then, its exit read as the
 # launcher's ("The server exited", crashed, at t = 12 s of a healthy vLLM start in a CI-like run)
-VLLM_LAUNCHER = """
-import json, os, sys, time
-open(os.environ["HW_READY"], "w").write(json.dumps({"pid": os.getpid()}))
-while True:
-    child = os.fork()
-    if child == 0:
-        time.sleep(0.15)
-        os._exit(0)
-    time.sleep(0.1)
-    os.waitpid(child, 0)
-"""
+VLLM_LAUNCHER = forking("")
 
 
 def test_a_launchers_fork_that_exits_is_not_the_launcher_exiting(spawner: Spawner, tmp_path: Path) -> None:
