@@ -195,10 +195,14 @@ def spawn(argv: Sequence[str], env: dict[str, str], log: Path, output: str = "fi
         )
 
 
+def _gone_to_a_stranger(leader: subprocess.Popen[bytes]) -> bool:
+    """The group id is the leader's pid; once the leader is reaped, a process at that pid is a
+    stranger heading its own group, and ours is empty (hangwatch.cli.launch.signal_group says why)."""
+    return leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}")
+
+
 def _signal_group(leader: subprocess.Popen[bytes], sig: int) -> None:
-    # the group id is the leader's pid; once the leader is reaped, a process at that pid is a
-    # stranger heading its own group (hangwatch.cli.launch.signal_group says why)
-    if leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}"):
+    if _gone_to_a_stranger(leader):
         return
     try:
         os.killpg(leader.pid, sig)
@@ -238,8 +242,8 @@ def kill_groups(leaders: Sequence[subprocess.Popen[bytes]], marker: str, grace: 
 
 
 def _live_members(leader: subprocess.Popen[bytes]) -> list[int]:
-    if leader.returncode is not None and os.path.exists(f"/proc/{leader.pid}"):
-        return []  # reaped, and its pid went to a stranger: our group is empty
+    if _gone_to_a_stranger(leader):
+        return []
     return pgid_members(leader.pid, live=True)
 
 

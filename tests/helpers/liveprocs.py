@@ -12,7 +12,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +119,35 @@ def _kill_titled(pid: int, title: str, started: float | None) -> None:
         os.kill(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_group(leader: int, still_ours: Callable[[int], bool]) -> None:
+    """SIGKILL the group `leader` headed, a session one of our children started (`hangwatch run`'s
+    server) and so never reaped by us. A process at that pid now must pass `still_ours`; with none
+    there, no stranger holds the id either (the kernel reuses a pid only once no group holds it), so
+    what is left of the group (orphaned ranks) is ours."""
+    if os.path.exists(f"/proc/{leader}") and not still_ours(leader):
+        return
+    try:
+        os.killpg(leader, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def started_at(started: float | None) -> Callable[[int], bool]:
+    """`still_ours` for a leader whose start was read while it ran."""
+    return lambda pid: started is not None and start_time(pid) == started
+
+
+def running(*words: str) -> Callable[[int], bool]:
+    """`still_ours` for a leader known only afterwards (a pid in the output): its command line holds
+    `words`, one after another (a test's own `--port N`)."""
+    needle = b"\0".join(word.encode() for word in words) + b"\0"
+
+    def check(pid: int) -> bool:
+        try:
+            return needle in Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return False
+
+    return check

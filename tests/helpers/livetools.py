@@ -6,7 +6,6 @@ every wait has a timeout, and the test server's ranks die with their launcher (P
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -20,6 +19,7 @@ from typing import Any
 
 from hangwatch.cli.launch import signal_group
 from hangwatch.sources.procs import start_time
+from helpers.liveprocs import kill_group, started_at
 from helpers.paths import PROGRAMS
 
 LAUNCHER = PROGRAMS / "sglang" / "launch_server.py"
@@ -71,11 +71,7 @@ class Procs:
         for proc in self.started:
             signal_group(proc, signal.SIGKILL)
         for leader, started in self.foreign.items():
-            now = start_time(leader)
-            if now is not None and now != started:
-                continue  # the number went to a stranger: our group is empty
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(leader, signal.SIGKILL)
+            kill_group(leader, started_at(started))
         for proc in self.started:
             try:
                 proc.wait(timeout=10)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.liveprocs import kill_group, running
 from helpers.paths import ROOT
 
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON")
@@ -110,8 +111,6 @@ def test_graph_capture_under_run_remedy_is_relaunched_without_graphs_and_answers
     finally:
         if watch.poll() is None:
             watch.kill()
-        for pid in {int(m) for m in re.findall(r"sglang pid (\d+)", out)}:  # the ready server outlives --exit-on ready (its own session)
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+        # the ready server outlives --exit-on ready (its own session); the one relaunched from may be a stranger now
+        for pid in {int(m) for m in re.findall(r"sglang pid (\d+)", out)}:
+            kill_group(pid, running("--port", str(http)))

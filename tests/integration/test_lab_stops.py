@@ -16,13 +16,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
 
+from hangwatch.sources.procs import start_time
+from helpers.liveprocs import kill_group, started_at
 from helpers.paths import ROOT
 from lab import _procs
 from lab._runner import COMMON_FLAGS
@@ -55,13 +57,13 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 @pytest.fixture
-def groups() -> Iterator[list[int]]:
-    """Process groups to kill at teardown: hangwatch's, and the server's (its own session)."""
-    started: list[int] = []
-    yield started
-    for pid in started:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+def groups() -> Iterator[Callable[[int], None]]:
+    """`own(pid)`: the group that running `pid` heads is killed at teardown (hangwatch's, the server's
+    in its own session), unless by then its pid holds another process."""
+    started: dict[int, float | None] = {}
+    yield lambda pid: started.setdefault(pid, start_time(pid))
+    for pid, at in started.items():
+        kill_group(pid, started_at(at))
 
 
 def _wait_text(path: Path, text: str, timeout_s: float = START_TIMEOUT_S) -> None:
@@ -89,16 +91,16 @@ def _lines(out: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("stop", ["ctrl-c to run", "sigterm to run", "sigterm to the server"])
-def test_a_stop_of_a_real_stuck_start_is_stopped(tmp_path: Path, env: dict[str, str], groups: list[int], stop: str) -> None:
+def test_a_stop_of_a_real_stuck_start_is_stopped(tmp_path: Path, env: dict[str, str], groups: Callable[[int], None], stop: str) -> None:
     # GIVEN `hangwatch run` starting a real SGLang node that waits for a node that never comes
     args, _ = _stuck_start()
     log = tmp_path / "run.log"
     watch = subprocess.Popen([HANGWATCH, "run", "--json", "--no-preflight", "--log", str(log), "--", LAB_PYTHON,
                               "-m", "sglang.launch_server", *args],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    groups.append(watch.pid)
+    groups(watch.pid)
     launcher = _launcher_of(watch.pid)
-    groups.append(launcher.pid)  # its own session: killed at teardown whatever happens
+    groups(launcher.pid)  # its own session: killed at teardown whatever happens
     _wait_text(log, "Init parallel begin")
     time.sleep(3)  # inside the rendezvous
     # WHEN it is stopped: the user's Ctrl-C, a supervisor's SIGTERM to run, an orchestrator's to the server
@@ -119,7 +121,7 @@ def test_a_stop_of_a_real_stuck_start_is_stopped(tmp_path: Path, env: dict[str, 
 
 
 def test_a_real_launcher_with_a_joined_title_on_its_own_port_is_no_port_conflict(
-        tmp_path: Path, env: dict[str, str], groups: list[int]) -> None:
+        tmp_path: Path, env: dict[str, str], groups: Callable[[int], None]) -> None:
     # GIVEN SGLang's launcher retitled (setproctitle) with its command line joined into one string,
     # on a port of its own, while something else holds the default port 30000
     args, port = _stuck_start()
@@ -137,7 +139,7 @@ def test_a_real_launcher_with_a_joined_title_on_its_own_port_is_no_port_conflict
         with open(log, "wb") as fh:
             server = subprocess.Popen([LAB_PYTHON, "-c", code], stdout=fh, stderr=subprocess.STDOUT, env=env,
                                       start_new_session=True)
-        groups.append(server.pid)
+        groups(server.pid)
         _wait_text(log, "Init parallel begin")
         assert b"\x00" not in Path(f"/proc/{server.pid}/cmdline").read_bytes().rstrip(b"\x00")
         # WHEN attached, gating on a stall

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import signal
 import socket
 import sqlite3
 import subprocess
@@ -20,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from helpers.liveprocs import kill_group, running
 from helpers.livetools import HANGWATCH, Procs, _env, finish
 from helpers.paths import ROOT
 
@@ -59,11 +59,12 @@ def sglang_argv(http_port: int, *extra: str, warmup: bool = False) -> list[str]:
     return argv if warmup else [*argv, "--skip-server-warmup"]
 
 
-def stop_server(verdicts: list[dict[str, Any]]) -> None:
-    """A ready server outlives `--exit-on ready`: stop every launcher the run named (its own session)."""
+def stop_server(verdicts: list[dict[str, Any]], argv: list[str]) -> None:
+    """A ready server outlives `--exit-on ready`: stop every launcher the run named (its own session),
+    known as ours by the serving port of `argv` (one the run stopped and reaped may be a stranger now)."""
+    port = argv[argv.index("--port") + 1]
     for pid in {int(m) for v in verdicts for m in re.findall(r"pid (\d+)", str(v.get("server", "")))}:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
+        kill_group(pid, running("--port", port))
 
 
 def relaunch_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -99,7 +100,7 @@ def test_lab_taken_nccl_port_is_relaunched_on_a_free_one_and_the_server_answers(
             with urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=10) as resp:
                 assert resp.status == 200
         finally:
-            stop_server(lines)
+            stop_server(lines, argv)
     # the history keeps the change for this setup; the next preflight of it proposes it
     with sqlite3.connect(state / "hangwatch" / "history.sqlite") as db:
         assert db.execute("SELECT cause, change_id FROM remedies").fetchall() == [("port_in_use", "sglang-nccl-port")]
@@ -120,7 +121,7 @@ def test_lab_user_patch_hang_is_never_relaunched(procs: Procs, tmp_path: Path) -
     watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "stalled,crashed", "--timeout", "280",
                              "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
     code, lines, err = finish(watch, 400)
-    stop_server(lines)
+    stop_server(lines, argv)
     assert code == 1, err[-3000:]
     assert relaunch_lines(lines) == []
     final = lines[-1]
@@ -147,7 +148,7 @@ def test_stale_torch_build_lock_whose_owner_is_gone_is_removed_and_the_server_st
     watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "ready", "--timeout", "240",
                              "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
     code, lines, err = finish(watch, 300)
-    stop_server(lines)
+    stop_server(lines, argv)
     assert code == 0, err[-3000:]
     (relaunch,) = relaunch_lines(lines)
     assert (relaunch["cause"], relaunch["id"], relaunch["removed"]) == ("jit_lock_deadlock", "stale-jit-lock", [str(lock)])
@@ -179,7 +180,7 @@ def test_lab_vllm_taken_master_port_of_a_two_node_launch_is_never_relaunched(pro
         watch = procs.hangwatch(["run", "--json", "--remedy", "--exit-on", "crashed", "--timeout", "400",
                                  "--log", str(tmp_path / "run.log"), "--", *argv], env=env)  # fmt: skip
         code, lines, err = finish(watch, 500)
-    stop_server(lines)
+    stop_server(lines, argv)
     assert code == 1, err[-3000:]
     assert relaunch_lines(lines) == []
     assert (lines[-1]["state"], lines[-1]["cause"]) == ("crashed", "port_in_use"), lines[-1]
