@@ -86,6 +86,12 @@ def _launcher_of(pid: int, timeout_s: float = 60.0) -> psutil.Process:
     raise TimeoutError(f"hangwatch run (pid {pid}) started no server in {timeout_s} s")
 
 
+def _why(lines: list[dict[str, Any]], log: Path) -> str:
+    """What a failed stop test needs said: each verdict with its evidence, and the log's end."""
+    said = [f"{v['t']} {v['state']} {v['cause']}: {[f['text'] for f in v['evidence']]}" for v in lines]
+    return "\n".join([*said, "--- the log's end:", *log.read_text(errors="replace").splitlines()[-40:]])
+
+
 def _lines(out: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
@@ -113,7 +119,7 @@ def test_a_stop_of_a_real_stuck_start_is_stopped(tmp_path: Path, env: dict[str, 
     out, err = watch.communicate(timeout=120)
     lines = _lines(out)
     # THEN the last verdict is stopped: no crash, no dead rank, no KeyboardInterrupt as evidence
-    assert lines and lines[-1]["state"] == "stopped" and lines[-1]["cause"] is None, (lines[-1:], err[-3000:])
+    assert lines and lines[-1]["state"] == "stopped" and lines[-1]["cause"] is None, _why(lines, log)
     assert all(line["state"] != "crashed" and line["cause"] != "dead_rank" for line in lines), [
         (line["state"], line["cause"]) for line in lines]
     print(json.dumps({"stop": stop, "states": [(line["t"], line["state"], line["cause"]) for line in lines],

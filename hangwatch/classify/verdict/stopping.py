@@ -11,7 +11,13 @@ SIGINT, and vLLM turns SIGTERM during its start into `KeyboardInterrupt("termina
 stop unwinds (KeyboardInterrupt, SystemExit, a cancelled task, a peer's socket closing, ranks
 SIGKILLed by their dying parent) is no crash evidence; a fatal signal (SIGSEGV, SIGABRT, ...), a
 CUDA or NCCL error, std::terminate or any other exception is: a crash during a stop is a crash.
-A process that exits with an error status of its own (1) crashed too. A silent exit whose status
+A process that exits with an error status of its own (1) crashed too, unless the log shows the
+interrupt unwinding: Python's multiprocessing gives status 1 to a child that any exception ends,
+KeyboardInterrupt included (an SGLang rank that Ctrl-C reaches in Python code, not in a C++ wait,
+exits 1 with that traceback; a rank killed with its launcher exits -9), and a traceback cut short
+(no exception line) is no crash either then: the interrupt reaches every process of the group at
+once, and their tracebacks, written to one log together, interleave line by line, so each loses
+its last line to the other's. A silent exit whose status
 hangwatch cannot read (attached, the launcher not its child) is no stop seen: it stays `crashed`.
 A rank that died before `hangwatch run` forwarded the stop makes the start a crash (the watcher
 notes no stop then: Watcher.note_stop).
@@ -78,19 +84,25 @@ def stop_facts(ctx: Context) -> tuple[Fact, ...]:
 
 def crash_facts(ctx: Context) -> tuple[Fact, ...]:
     facts: list[Fact] = []
+    interrupted = any(not f.warning and _exc_name(f) in _STOP_EXCEPTIONS for f in ctx.failures)
     for proc in ctx.evidence.procs:
         if proc.alive or proc.peer or proc.role not in (*rank_roles(), "launcher"):
             continue
         sig = _exit_signal(proc.exit_code)
         if sig in _CRASH_SIGNALS:
             facts.append(Fact(f"{_who(proc)} died of {sig.name} (status {proc.exit_code})", Source("procs.json")))
-        elif sig is None and proc.exit_code:  # `sys.exit(1)`: it gave up on an error
+        elif sig is None and proc.exit_code and not (proc.exit_code == 1 and interrupted):  # it gave up on an error
             facts.append(Fact(f"{_who(proc)} exited with status {proc.exit_code}", Source("procs.json")))
     for failure in ctx.failures:
-        if failure.warning or failure.consequence or _is_unwinding(failure):
+        if failure.warning or failure.consequence or _is_unwinding(failure) or (interrupted and _cut(failure)):
             continue
         facts.append(Fact(f"the log reports `{failure.text}`", Source("server.log", failure.lineno, failure.rank)))
     return tuple(facts)
+
+
+def _cut(failure: Failure) -> bool:
+    """A traceback without its exception line."""
+    return failure.kind == "exception" and failure.exc_type is None
 
 
 def _is_unwinding(failure: Failure) -> bool:

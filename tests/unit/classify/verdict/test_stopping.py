@@ -66,3 +66,47 @@ def test_a_crash_during_a_stop_is_a_crash() -> None:
 
 def test_a_crash_without_a_stop_stays_a_crash() -> None:
     assert _verdict(INTERRUPTED[:1], _procs(1)).state is State.CRASHED
+
+
+def test_a_rank_that_the_interrupt_ends_with_status_1_is_stopped() -> None:
+    # Ctrl-C reaching a multiprocessing rank in Python code: its KeyboardInterrupt ends it with status 1
+    stop = "hangwatch run got SIGINT and passed it to the server"
+    rank_traceback = ["Process SpawnProcess-1:", "Traceback (most recent call last):",
+                      '  File "/usr/lib/python3.11/multiprocessing/process.py", line 314, in _bootstrap',
+                      "    self.run()", "KeyboardInterrupt"]
+    verdict = _verdict([*INTERRUPTED, *rank_traceback], _procs(-2, rank_code=1), stop=stop)
+    assert (verdict.state, verdict.cause) == (State.STOPPED, None), verdict.evidence
+    # the same status without the interrupt in the log is an error it gave up on
+    assert _verdict(INTERRUPTED[:1], _procs(-2, rank_code=1), stop=stop).state is State.CRASHED
+
+
+def test_interrupted_tracebacks_that_interleave_in_one_log_are_stopped() -> None:
+    # the launcher and a rank print their KeyboardInterrupt at once into one log (recorded from the
+    # test server, tests/integration/programs): line by line, each loses its exception line
+    interleaved = [
+        "[2026-12-02 08:11:53 TP0] Init torch distributed begin.",
+        "Traceback (most recent call last):",
+        "Traceback (most recent call last):",
+        '  File "/srv/programs/sglang/launch_server.py", line 91, in <module>',
+        '  File "/srv/programs/rank.py", line 127, in <module>',
+        "    main()",
+        "    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])",
+        '  File "/srv/programs/sglang/launch_server.py", line 86, in main',
+        '  File "/srv/programs/rank.py", line 52, in main',
+        "    channel.recv(1)  # blocks until that rank is ready (or forever)",
+        "    keep = meet_peers(rank, store_port, TP)",
+        "    ^^^^ ^ ^ ^ ^ ^ ^ ^ ^ ^ ^ ^^",
+        "^^^^^^KeyboardInterrupt^^",
+        "^^^^^^^^^^^^^^^^^^^^^^^",
+        '  File "/srv/programs/rank.py", line 22, in meet_peers',
+        "    peers = [server.accept()[0] for _ in range(world - 1)]",
+        '  File "/usr/lib/python3.11/socket.py", line 294, in accept',
+        "    fd, addr = self._accept()",
+        "KeyboardInterrupt",
+    ]
+    stop = "hangwatch run got SIGINT and passed it to the server"
+    verdict = _verdict(interleaved, _procs(-2, rank_code=-2), stop=stop)
+    assert (verdict.state, verdict.cause) == (State.STOPPED, None), verdict.evidence
+    # a traceback cut short with no interrupt in the log is still a failure
+    cut = interleaved[:12]
+    assert _verdict(cut, _procs(-2, rank_code=-2), stop=stop).state is State.CRASHED
