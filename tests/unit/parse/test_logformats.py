@@ -224,6 +224,7 @@ def test_a_bundle_of_a_newer_release_says_whose_formats_read_its_phases(tmp_path
     assert [m.reason for m in notes] == ["phases read with SGLang 0.5.23's log formats (nearest to 0.6.1)"]
 
 
+@pytest.mark.skipif(not DEV_CORPUS.is_dir(), reason=f"no corpus at {DEV_CORPUS} (set HANGWATCH_CORPUS)")
 def test_a_corpus_bundle_whose_phases_were_unknown_now_has_one() -> None:
     # vllm-50705 (vLLM 0.26.0): no marker reads any line; `Using V2 Model Runner` is init_device's
     evidence = read_bundle(DEV_CORPUS / "vllm-50705")
