@@ -59,15 +59,23 @@ def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
         node1 = wait_until(lambda: _launched(procs, 1), 120, "node 1")
         urls = [procs.agent(node0["node_pid"], "agent0", log=node0["log"]),
                 procs.agent(node1["node_pid"], "agent1", log=node1["log"])]
+        # the hang itself (TP0 loaded and waiting, TP1 in its weights' open()): before it, under load,
+        # node 1 may stand apart only for starting later, and node 0 a moment after
+        wait_until(lambda: _event(procs, "onset"), 600, "the lab's onset", on_timeout=lambda: procs.output("lab")[-2000:])
         yield TwoNodes(procs, lab, urls)
     finally:
         procs.stop()
 
 
 def _launched(procs: Procs, node: int) -> dict[str, Any] | None:
+    return _event(procs, "launched", node=node)
+
+
+def _event(procs: Procs, name: str, **fields: Any) -> dict[str, Any] | None:
+    """The lab's first `name` event with these fields (lab/run.py prints one JSON line per event)."""
     for line in procs.output("lab").splitlines():
         event = json.loads(line) if line.startswith("{") else {}
-        if event.get("event") == "launched" and event.get("node") == node:
+        if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
             return event
     return None
 
