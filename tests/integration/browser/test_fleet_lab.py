@@ -23,7 +23,7 @@ import pytest
 
 from helpers.chrome import Browser, facts
 from helpers.labrun import TWO_NODE_TP2_GROUP
-from helpers.pageprocs import HANGWATCH, ROOT, Procs, free_port, get_json, wait_until
+from helpers.pageprocs import HANGWATCH, ROOT, Procs, get_json, wait_until
 from helpers.promserver import PROMETHEUS, Prometheus
 
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
@@ -86,26 +86,14 @@ def _fleet_json(url: str) -> dict[str, Any]:
     return json.loads(out.stdout)  # type: ignore[no-any-return]
 
 
-def _fleet(procs: Procs, urls: list[str]) -> str:
-    port = free_port()
-    proc = procs.start([HANGWATCH, "fleet", *urls, "--port", str(port)], "fleet")
-    url = f"http://127.0.0.1:{port}"
-
-    def up() -> bool:
-        assert proc.poll() is None, procs.output("fleet")
-        return get_json(url + "/healthz")["status"] == "ok"
-
-    wait_until(up, 120, "the fleet page")  # a python start beside two lab nodes on 2 busy cores
-    return url
 
 
 @pytest.mark.xdist_group(TWO_NODE_TP2_GROUP)
 def test_fleet_names_the_node_whose_rank_is_still_loading(two_nodes: TwoNodes, procs: Procs, browser: Browser) -> None:
     # GIVEN two nodes of one TP=2 server: node 1's TP1 hangs opening its weights, node 0's TP0 waits for it
-    urls = two_nodes.urls
-    fleet = _fleet(procs, urls)
+    urls, (node0_name, node1_name) = two_nodes.urls, two_nodes.names
+    fleet = procs.serve([HANGWATCH, "fleet", *urls], "fleet", 120)  # a python start beside two lab nodes on 2 busy cores
     browser.driver.get(fleet + "/")
-    node1_name = urls[1].removeprefix("http://")
     # WHEN both agents have seen the hang
     def stalled_and_apart() -> dict[str, Any] | None:
         two_nodes.running()
@@ -120,7 +108,6 @@ def test_fleet_names_the_node_whose_rank_is_still_loading(two_nodes: TwoNodes, p
     assert "TP1" in data["fleet"]["why"], data["fleet"]
     # and the page shows every node's ranks in one timeline and one tree, TP1 on node 1 apart
     page = wait_until(lambda: (f := facts(browser)) and len(f["rows"]) >= 2 and f["outliers"] and f, 120, "the fleet page")
-    node0_name = urls[0].removeprefix("http://")
     assert {f"{node0_name}/TP0", f"{node1_name}/TP1"} <= set(page["rows"]), page["rows"]
     # (on one host node 0's agent samples node 1's ranks too, as peers: TP1 may be drawn from either agent)
     assert [name.rsplit("/", 1)[1] for name in page["outliers"]] == ["TP1"], page
@@ -157,9 +144,7 @@ def test_fleet_from_prometheus_names_the_lab_node_still_loading(two_nodes: TwoNo
         assert "furthest behind, in weight_load" in launch["why"] or (
             "agents' own evidence" in launch["why"] and "TP1" in launch["why"]), launch["why"]
         # and the page names node 1 first, with its agent's details
-        port = free_port()
-        procs.start([HANGWATCH, "fleet", "--prometheus", prometheus.url, "--serve", "--port", str(port)], "fleet")
-        page = f"http://127.0.0.1:{port}"
+        page = procs.serve([HANGWATCH, "fleet", "--prometheus", prometheus.url, "--serve"], "fleet")
         wait_until(lambda: get_json(page + "/healthz")["nodes"] == 2, 60, "the fleet page")
         browser.driver.get(page + "/")
         apart = wait_until(lambda: (t := browser.text("apart")) and names[1] in t and t, 60, "node 1 named on the page")
