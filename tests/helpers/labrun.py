@@ -19,10 +19,6 @@ from helpers.paths import ROOT
 LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / "bin" / "python")
 ONSET_TIMEOUT_S = 600  # a start on 2 shared cores under load
 HELD_PREFIX = "lab-held-"  # xdist_group of the tests that watch one held run of a scenario
-# xdist_group of the tests that start tp2-one-rank-loading (two launchers, two TP ranks each, 3.1 GB):
-# three of them at once on four workers starved every other test of the 2 cores (node 1 then came so
-# late that node 0 was stalled in the rendezvous first); on one worker they run one after another
-TWO_NODE_TP2_GROUP = "lab-two-node-tp2"
 
 
 class Start(Protocol):
@@ -62,6 +58,7 @@ class HeldScenarios:
     def __init__(self, tmp: Path) -> None:
         self._tmp = tmp
         self._runs: dict[str, tuple[subprocess.Popen[str], dict[str, Any], float]] = {}
+        self._events: dict[str, list[dict[str, Any]]] = {}
 
     def stuck(self, scenario: str) -> tuple[dict[str, Any], float]:
         """(header, onset epoch) of the scenario's held run, started (and waited into its hang)
@@ -80,6 +77,18 @@ class HeldScenarios:
         proc, header, at = self._runs[scenario]
         assert proc.poll() is None, f"the held {scenario} run (lab/run.py pid {proc.pid}) has exited"
         return header, at
+
+    def events(self, scenario: str) -> list[dict[str, Any]]:
+        """The events the held run printed up to its onset (lab/run.py prints one JSON line each, and
+        the onset's before it writes the onset file): e.g. each node's `launched`, with its pid and log."""
+        proc = self._runs[scenario][0] if scenario in self._runs else None
+        assert proc is not None and proc.stdout is not None, f"{scenario} is not held"
+        seen = self._events.setdefault(scenario, [])
+        while not any(event.get("event") == "onset" for event in seen):
+            line = proc.stdout.readline()
+            assert line, f"the held {scenario} run ended before its onset was read (exit {proc.poll()})"
+            seen.append(json.loads(line))
+        return seen
 
     def alive(self, scenario: str) -> bool:
         return scenario in self._runs and self._runs[scenario][0].poll() is None

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from helpers.labrun import HELD_PREFIX, TWO_NODE_TP2_GROUP, HeldScenarios, Start, lab_runs, wait_onset
+from helpers.labrun import HELD_PREFIX, HeldScenarios, Start, lab_runs
 from helpers.paths import ROOT
 from lab.expected import EXPECTED, is_right
 
@@ -31,23 +31,29 @@ pytestmark = [
     pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)"),
 ]
 
+# Scenarios whose very start another test already watches to the same verdict: a start costs 30-60 s
+# of both cores, so each is started once in CI
+WATCHED_ELSEWHERE = {
+    "healthy": "test_lab_pipes.py (attach to TP=2 behind tee, and to TP=1 without a log) and "
+               "test_engine_words_lab.py (run, to ready)",
+    "two-node-missing": "test_lab_stops.py's joined-title launcher (the same start, stalled multinode_rendezvous)",
+    "hs-dump-patch": "test_remedy_lab.py's user patch (the same patch, stalled patch_or_user_code)",
+    "healthy-tp2": "test_lab_pipes.py",
+}
 # Each ends on one verdict hangwatch gates on; two-node-late (stalls, then resolves) and kv-slow
-# (slow, never stalled) have tests of their own, healthy-tp2 is test_lab_pipes.py's
+# (slow, never stalled) have tests of their own
 ONE_VERDICT = sorted(name for name in EXPECTED if not name.startswith("vllm-")
-                     and name not in ("two-node-late", "kv-slow", "healthy-tp2"))
+                     and name not in ("two-node-late", "kv-slow", *WATCHED_ELSEWHERE))
 RECOVERING = ("kv-slow",)
-# two launchers on one host: on busy cores node 1 can come so late that node 0 is first stalled in the
-# rendezvous, rightly; the hang this scenario makes (TP1 opening a FIFO) begins at its onset: attach then
-ATTACH_AT_ONSET = ("tp2-one-rank-loading",)
-# hangs for good that test_lab_first_look.py watches too: one held run each
-HELD = ("two-node-watchdog", "weights-fifo")
+# hangs for good that other tests watch too (test_lab_first_look.py, the page and fleet tests): one
+# held run each. tp2-one-rank-loading's hang (node 1's TP1 opening a FIFO) begins at its onset, which
+# a held run waits for: before it, on busy cores, node 0 may rightly be stalled in the rendezvous
+HELD = ("two-node-watchdog", "weights-fifo", "tp2-one-rank-loading")
 
 
 def _param(scenario: str) -> Any:
     if scenario in HELD:
         return pytest.param(scenario, marks=pytest.mark.xdist_group(HELD_PREFIX + scenario))
-    if scenario == "tp2-one-rank-loading":  # never beside the fleet tests' starts of it
-        return pytest.param(scenario, marks=pytest.mark.xdist_group(TWO_NODE_TP2_GROUP))
     return scenario
 
 
@@ -66,16 +72,9 @@ def _attach(pid: int, exit_on: str) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize("scenario", [_param(name) for name in ONE_VERDICT])
-def test_lab_scenario(lab: Any, held_lab: HeldScenarios, scenario: str, tmp_path: Path) -> None:
+def test_lab_scenario(lab: Any, held_lab: HeldScenarios, scenario: str) -> None:
     # GIVEN a real SGLang start in this scenario (a hang for good may have begun before this test)
-    if scenario in HELD:
-        header = held_lab.stuck(scenario)[0]
-    elif scenario in ATTACH_AT_ONSET:
-        onset = tmp_path / "onset.json"
-        header = lab(scenario, "--onset-file", str(onset))
-        assert wait_onset(onset) is not None, f"{scenario} never reached its onset"
-    else:
-        header = lab(scenario)
+    header = held_lab.stuck(scenario)[0] if scenario in HELD else lab(scenario)
     # WHEN hangwatch gates on it
     verdict = _attach(header["pid"], "stalled,crashed,ready")[-1]
     # THEN it ends on the right state and cause (lab/expected.py), naming the culprit ranks

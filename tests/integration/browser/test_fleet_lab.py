@@ -4,8 +4,9 @@ port, the fleet page in a real Chromium: read from the agents, and from a real P
 them (the launch comes from SGLang's own `--dist-init-addr`/`--nnodes`/`--node-rank`; Prometheus sees
 both nodes stalled alike in weight loading, so the agents' own evidence names node 1).
 
-Both tests watch one lab start (the module's `two_nodes`): it hangs for good, and a start of two
-launchers with two TP ranks each is the costliest in the lab.
+Both tests watch the held run of the scenario that test_lab.py watches too (tests/helpers/labrun.py,
+HeldScenarios): it hangs for good, and a start of two launchers with two TP ranks each is the
+costliest in the lab.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from helpers.chrome import Browser, facts
-from helpers.labrun import TWO_NODE_TP2_GROUP
+from helpers.labrun import HELD_PREFIX, HeldScenarios
 from helpers.pageprocs import HANGWATCH, ROOT, Procs, get_json, wait_until
 from helpers.promserver import PROMETHEUS, Prometheus
 
@@ -35,10 +35,14 @@ pytestmark = [
 ]
 
 
+SCENARIO = "tp2-one-rank-loading"
+HELD = pytest.mark.xdist_group(HELD_PREFIX + SCENARIO)
+
+
 @dataclass(frozen=True)
 class TwoNodes:
-    procs: Procs  # the lab and the two agents ("lab", "agent0", "agent1")
-    lab: subprocess.Popen[bytes]
+    procs: Procs  # the two agents ("agent0", "agent1")
+    held: HeldScenarios
     urls: list[str]  # the agents'
 
     @property
@@ -46,38 +50,30 @@ class TwoNodes:
         return [url.removeprefix("http://") for url in self.urls]
 
     def running(self) -> None:
-        assert self.lab.poll() is None, self.procs.output("lab")[-2000:]
+        assert self.held.alive(SCENARIO), f"the held {SCENARIO} run has exited"
 
 
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+def two_nodes(_held_lab_runs: HeldScenarios, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TwoNodes]:
+    """One agent per node of the held run, attached once its hang began (TP0 loaded and waiting, TP1
+    in its weights' open()): before it, under load, node 1 may stand apart only for starting later."""
+    _held_lab_runs.stuck(SCENARIO)
+    events = _held_lab_runs.events(SCENARIO)
+    node0, node1 = (_launched(events, node) for node in (0, 1))
     procs = Procs(tmp_path_factory.mktemp("two-nodes"))
     try:
-        lab = procs.start([sys.executable, str(ROOT / "lab" / "run.py"), "tp2-one-rank-loading", "--hold", "900"], "lab",
-                          env={"HANGWATCH_LAB_PYTHON": LAB_PYTHON})
-        node0 = wait_until(lambda: _launched(procs, 0), 120, "node 0")
-        node1 = wait_until(lambda: _launched(procs, 1), 120, "node 1")
         urls = [procs.agent(node0["node_pid"], "agent0", log=node0["log"]),
                 procs.agent(node1["node_pid"], "agent1", log=node1["log"])]
-        # the hang itself (TP0 loaded and waiting, TP1 in its weights' open()): before it, under load,
-        # node 1 may stand apart only for starting later, and node 0 a moment after
-        wait_until(lambda: _event(procs, "onset"), 600, "the lab's onset", on_timeout=lambda: procs.output("lab")[-2000:])
-        yield TwoNodes(procs, lab, urls)
+        yield TwoNodes(procs, _held_lab_runs, urls)
     finally:
         procs.stop()
 
 
-def _launched(procs: Procs, node: int) -> dict[str, Any] | None:
-    return _event(procs, "launched", node=node)
-
-
-def _event(procs: Procs, name: str, **fields: Any) -> dict[str, Any] | None:
-    """The lab's first `name` event with these fields (lab/run.py prints one JSON line per event)."""
-    for line in procs.output("lab").splitlines():
-        event = json.loads(line) if line.startswith("{") else {}
-        if event.get("event") == name and all(event.get(k) == v for k, v in fields.items()):
-            return event
-    return None
+def _launched(events: list[dict[str, Any]], node: int) -> dict[str, Any]:
+    """The lab's `launched` event of the node (lab/run.py prints one JSON line per event)."""
+    found = [e for e in events if e.get("event") == "launched" and e.get("node") == node]
+    assert found, events
+    return found[0]
 
 
 def _fleet_json(url: str) -> dict[str, Any]:
@@ -88,8 +84,9 @@ def _fleet_json(url: str) -> dict[str, Any]:
 
 
 
-@pytest.mark.xdist_group(TWO_NODE_TP2_GROUP)
-def test_fleet_names_the_node_whose_rank_is_still_loading(two_nodes: TwoNodes, procs: Procs, browser: Browser) -> None:
+@HELD
+def test_fleet_names_the_node_whose_rank_is_still_loading(two_nodes: TwoNodes, held_lab: HeldScenarios, procs: Procs,
+                                                          browser: Browser) -> None:
     # GIVEN two nodes of one TP=2 server: node 1's TP1 hangs opening its weights, node 0's TP0 waits for it
     urls, (node0_name, node1_name) = two_nodes.urls, two_nodes.names
     fleet = procs.serve([HANGWATCH, "fleet", *urls], "fleet", 120)  # a python start beside two lab nodes on 2 busy cores
@@ -119,10 +116,10 @@ def test_fleet_names_the_node_whose_rank_is_still_loading(two_nodes: TwoNodes, p
     assert once.returncode == 0 and once.stdout.startswith(f"node {node1_name} stands apart"), once.stdout + once.stderr
 
 
-@pytest.mark.xdist_group(TWO_NODE_TP2_GROUP)
+@HELD
 @pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed (apt-get install prometheus)")
-def test_fleet_from_prometheus_names_the_lab_node_still_loading(two_nodes: TwoNodes, procs: Procs, browser: Browser,
-                                                               tmp_path: Path) -> None:
+def test_fleet_from_prometheus_names_the_lab_node_still_loading(two_nodes: TwoNodes, held_lab: HeldScenarios, procs: Procs,
+                                                               browser: Browser, tmp_path: Path) -> None:
     names = two_nodes.names
     prometheus = Prometheus(tmp_path, names, scrape_s=1.0)
     try:

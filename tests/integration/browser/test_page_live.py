@@ -7,10 +7,8 @@ lab test runs the real SGLang server on CPU.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers.chrome import Browser, facts
+from helpers.labrun import HELD_PREFIX, HeldScenarios
 from helpers.pageprocs import ROOT, Procs, get_json, start_test_server, wait_until
 
 
@@ -99,19 +98,18 @@ LAB_PYTHON = os.environ.get("HANGWATCH_LAB_PYTHON") or str(ROOT / ".lab-venv" / 
 @pytest.mark.lab
 @pytest.mark.slow
 @pytest.mark.skipif(not Path(LAB_PYTHON).exists(), reason="no lab venv (lab/install.sh, or set HANGWATCH_LAB_PYTHON)")
-def test_page_on_a_real_sglang_hang_shows_stalled_and_the_cause(procs: Procs, browser: Browser) -> None:
-    # GIVEN the real SGLang server whose weights file is a FIFO (a hung filesystem), watched with --serve
-    lab = procs.start([sys.executable, str(ROOT / "lab" / "run.py"), "weights-fifo", "--hold", "600"], "lab",
-                      env={"HANGWATCH_LAB_PYTHON": LAB_PYTHON})
-    header = wait_until(lambda: procs.output("lab").splitlines()[:1], 60, "the lab to start")
-    info = json.loads(header[0])
+@pytest.mark.xdist_group(HELD_PREFIX + "weights-fifo")
+def test_page_on_a_real_sglang_hang_shows_stalled_and_the_cause(held_lab: HeldScenarios, procs: Procs, browser: Browser) -> None:
+    # GIVEN the real SGLang server whose weights file is a FIFO (a hung filesystem; the held run that
+    # test_lab.py watches too), watched with --serve
+    info, _ = held_lab.stuck("weights-fifo")
     url = procs.agent(info["pid"], log=info["log"])
     browser.driver.get(url + "/")
     # WHEN the verdict becomes stalled, THEN the page shows it and the cause within a few seconds
     seen_api = seen_page = None
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and seen_page is None:
-        assert lab.poll() is None, procs.output("lab")[-2000:]
+        assert held_lab.alive("weights-fifo"), "the held weights-fifo run has exited"
         if seen_api is None and _state(url) == "stalled":
             seen_api = time.monotonic()
         page = facts(browser)
