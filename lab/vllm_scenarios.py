@@ -80,10 +80,12 @@ def dp_remote_missing(rs: RunningScenario) -> None:
     the remote DP rank (a `--headless` start on node 1) never started. The local engine core
     finishes its own start, then waits for the DP coordinator's READY, which needs every DP rank,
     and logs "Waiting for READY message from DP Coordinator..." every 10 s (`core.py:1247`); the
-    onset is its first such line. Measured here: onset 4-6 min after the launch under load."""
+    onset is its first such line. Measured here: onset 4-6 min after the launch under load. One API
+    server (`--api-server-count 1`): by default vLLM starts one per DP rank, each a process importing
+    the whole stack (79 CPU-s a start with two, 46 with one; the wait is the engine's either way)."""
     port = rs.opts["master_port"]
     args = [*rs.vllm_args(rs.port, eager=True), "--data-parallel-size", "2", "--data-parallel-size-local", "1",
-            "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(port)]
+            "--api-server-count", "1", "--data-parallel-address", "127.0.0.1", "--data-parallel-rpc-port", str(port)]
     node = rs.launch(0, args, rs.port)
     found = rs.until(lambda: node.watch.find(DP_WAIT_LINE), watch=[node])
     if found:

@@ -19,7 +19,7 @@ from hangwatch.sources.logfind import (
     find_log,
     pipe_readers,
 )
-from helpers.liveprocs import Spawner, wait_json
+from helpers.liveprocs import Spawner, wait_json, wait_until
 
 # The "server": says its pid in a file, writes a line to stderr, then waits.
 WRITER = (
@@ -31,13 +31,26 @@ WRITER = (
 
 
 def start_behind(spawner: Spawner, tmp_path: Path, shell_tail: str) -> int:
-    """`python WRITER SHELL_TAIL` in tmp_path; returns the writer's pid once it runs. The shell's
-    own stdout/stderr are /dev/null: no file of the test runner leaks into the pipeline."""
+    """`python WRITER SHELL_TAIL` in tmp_path; returns the writer's pid once it runs and, behind a
+    pipe, once the pipe's reader runs its program (before, it is the shell that execs it, and a look
+    at the log then judges the shell). The shell's own stdout/stderr are /dev/null: no file of the
+    test runner leaks into the pipeline."""
     ready = tmp_path / "ready.json"
     writer = f"{shlex.quote(sys.executable)} -c {shlex.quote(WRITER)}"
     spawner.start(["sh", "-c", f"{writer} {shell_tail}"], cwd=tmp_path, env={**os.environ, "HW_READY": str(ready)},
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return int(wait_json(ready, None, 10.0)["pid"])
+    pid = int(wait_json(ready, None, 10.0)["pid"])
+    if "|" in shell_tail:
+        wait_until(lambda: (readers := pipe_readers(os.readlink(f"/proc/{pid}/fd/2"), exclude=pid))
+                   and _comm(readers[0]) not in ("", "sh", "dash", "bash"))
+    return pid
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def test_tee_with_a_relative_path(spawner: Spawner, tmp_path: Path) -> None:

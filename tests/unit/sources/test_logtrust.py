@@ -71,8 +71,10 @@ def cgroup() -> Iterator[tuple[str, Path]]:
         path.rmdir()
 
 
-def start(spawner: Spawner, tmp_path: Path, pipeline: str, *, group: Path | None = None) -> int:
-    """`WRITER 2>&1 PIPELINE`; the writer joins `group` when given."""
+def start(spawner: Spawner, tmp_path: Path, pipeline: str, *, group: Path | None = None, reader: str | None = None) -> int:
+    """`WRITER 2>&1 PIPELINE`; the writer joins `group` when given. With `reader`, returns once the
+    pipe's reader runs that program: before, it is the shell, `setpriv` or `unshare` that execs it,
+    and a look at the log then judges that process (seen under load: `setpriv` not yet `tee`)."""
     ready = tmp_path / "ready.json"
     ready.unlink(missing_ok=True)
     writer = f"{shlex.quote(sys.executable)} -c {shlex.quote(WRITER)}"
@@ -80,7 +82,17 @@ def start(spawner: Spawner, tmp_path: Path, pipeline: str, *, group: Path | None
         writer = f"sh -c {shlex.quote(f'echo $$ > {group}/cgroup.procs && exec {writer}')}"
     spawner.start(["sh", "-c", f"{writer} 2>&1 {pipeline}"], cwd=tmp_path, env={**os.environ, "HW_READY": str(ready)},
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return int(wait_json(ready, None, 10.0)["pid"])
+    pid = int(wait_json(ready, None, 10.0)["pid"])
+    if reader is not None:
+        wait_until(lambda: _comm(reader_of(pid)) == reader[:15])  # the kernel's comm: 15 bytes
+    return pid
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def in_private_bin(sleeper: Path, name: str, args: str) -> str:
@@ -117,7 +129,7 @@ def test_a_reader_named_conmon_is_not_a_runtime(spawner: Spawner, tmp_path: Path
     # GIVEN the server's pipe read by a user's binary called `conmon`, told to log to a root-only file
     fake = tmp_path / "conmon"
     shutil.copy(sleeper, fake)
-    pid = start(spawner, tmp_path, f"| {fake} --cid {'ab' * 32} -l {secret_file}")
+    pid = start(spawner, tmp_path, f"| {fake} --cid {'ab' * 32} -l {secret_file}", reader="conmon")
     # WHEN its log is looked for, THEN the reader's name and flags are not believed
     assert runtime_binary(reader_of(pid)) is None
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), pods=str(secret_file.parent.parent)))
@@ -129,7 +141,7 @@ def test_a_root_owned_runtime_binary_of_another_container_is_not_believed(
     # GIVEN a real root-owned /usr/local/bin/conmon (own mount namespace) naming another container's id
     cid, group = cgroup
     other = "cd" * 32
-    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {other} -l {secret_file}"), group=group)
+    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {other} -l {secret_file}"), group=group, reader="conmon")
     assert runtime_binary(reader_of(pid)) == "conmon"
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), pods=str(secret_file.parent.parent)))
     assert f"names container {other[:12]}, not the server's" in why
@@ -143,7 +155,8 @@ def test_the_real_runtime_of_the_servers_container_is_followed(
     log.parent.mkdir(parents=True)
     log.write_text("2026-12-01T22:00:00.000000000+00:00 stderr F Load weight begin.\n")
     log.chmod(0o600)
-    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {cid} -l k8s-file:{log}"), group=group)
+    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {cid} -l k8s-file:{log}"), group=group,
+                reader="conmon")
     found = find_log(pid, roots=RuntimeRoots(podman=str(tmp_path / "storage"), docker=str(tmp_path / "none")))
     # THEN its log is read, as the runtime's root-owned log
     assert (found.path, found.format) == (str(log), "cri") and found.guard is not None and found.guard.runtime
@@ -155,7 +168,7 @@ def test_the_real_runtime_of_the_servers_container_is_followed(
 def test_the_real_runtime_logging_outside_its_root_is_not_believed(
         spawner: Spawner, tmp_path: Path, sleeper: Path, secret_file: Path, cgroup: tuple[str, Path]) -> None:
     cid, group = cgroup
-    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {cid} -l {secret_file}"), group=group)
+    pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {cid} -l {secret_file}"), group=group, reader="conmon")
     why = no_secret_read(pid, RuntimeRoots(podman=str(tmp_path / "storage"), docker=str(tmp_path / "none")))
     assert "outside" in why and "not trusted" in why
 
@@ -171,12 +184,13 @@ def test_a_shim_named_by_a_user_with_another_containers_id(
     other_log.chmod(0o600)
     fake = tmp_path / "containerd-shim-runc-v2"
     shutil.copy(sleeper, fake)
-    pid = start(spawner, tmp_path, f"| {fake} -namespace moby -id {other}", group=group)
+    pid = start(spawner, tmp_path, f"| {fake} -namespace moby -id {other}", group=group,
+                reader="containerd-shim-runc-v2")
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "docker"), podman=str(tmp_path / "none")))
     assert "not a container runtime" in why
     # and the real shim binary (root-owned, own namespace) with that id is not believed either
     pid = start(spawner, tmp_path, in_private_bin(sleeper, "containerd-shim-runc-v2", f"-namespace moby -id {other}"),
-                group=group)
+                group=group, reader="containerd-shim-runc-v2")
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "docker"), podman=str(tmp_path / "none")))
     assert f"runs container {other[:12]}, not the server's" in why
 
@@ -200,7 +214,8 @@ def test_a_pipe_another_user_reads_is_not_followed(spawner: Spawner, tmp_path: P
     out = tmp_path / "theirs"
     out.mkdir()
     os.chown(out, 65534, 65534)
-    pid = start(spawner, tmp_path, f"| setpriv --reuid=65534 --regid=65534 --clear-groups tee {out}/tee.log")
+    pid = start(spawner, tmp_path, f"| setpriv --reuid=65534 --regid=65534 --clear-groups tee {out}/tee.log",
+                reader="tee")
     with pytest.raises(SourceUnavailable, match=r"runs as uid 65534, not as the server's uid 0: a pipe inherited"):
         find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none")))
 
@@ -223,15 +238,16 @@ def test_a_file_the_servers_user_cannot_read_is_not_read(spawner: Spawner, tmp_p
 NOBODY = "setpriv --reuid=65534 --regid=65534 --clear-groups"
 
 
-def start_as_nobody(spawner: Spawner, tmp_path: Path, reader: str) -> int:
-    """A server run by nobody, `2>&1 | READER`; its pid once it runs as nobody."""
+def start_as_nobody(spawner: Spawner, tmp_path: Path, pipeline: str, reader: str) -> int:
+    """A server run by nobody, `2>&1 PIPELINE`; its pid once it runs as nobody and its pipe's reader
+    runs `reader` (see start)."""
     pidfile = tmp_path / "pid"
     pidfile.unlink(missing_ok=True)
     server = "echo 'Load weight begin.' >&2; exec sleep 120"
     writer = f"sh -c {shlex.quote(f'echo $$ > {pidfile}; exec {NOBODY} sh -c {shlex.quote(server)}')}"
-    spawner.start(["sh", "-c", f"{writer} 2>&1 {reader}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spawner.start(["sh", "-c", f"{writer} 2>&1 {pipeline}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
-    wait_until(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "sleep")
+    wait_until(lambda: _comm(pid) == "sleep" and _comm(reader_of(pid)) == reader)
     return pid
 
 
@@ -245,7 +261,7 @@ def test_the_servers_own_conmon_is_read_as_that_user_only(spawner: Spawner, tmp_
     os.chown(own, 65534, 65534)
     own.chmod(0o600)
     pid = start_as_nobody(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {'ab' * 32} -l k8s-file:{own}")
-                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"))
+                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"), "conmon")
     found = find_log(pid, roots=RuntimeRoots(docker=str(tmp_path / "none"), podman=str(tmp_path / "none")))
     # THEN its log is read, as the user's own (not as a runtime's root-owned log)
     assert found.path == str(own) and found.guard is not None and (found.guard.uid, found.guard.runtime) == (65534, False)
@@ -254,6 +270,6 @@ def test_the_servers_own_conmon_is_read_as_that_user_only(spawner: Spawner, tmp_
     reader.close()
     # and the same conmon naming a root-only file gets nothing from it
     pid = start_as_nobody(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {'ab' * 32} -l {secret_file}")
-                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"))
+                          .replace("exec /usr/local/bin/conmon", f"exec {NOBODY} /usr/local/bin/conmon"), "conmon")
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), podman=str(tmp_path / "none")))
     assert "could not read it" in why
