@@ -86,6 +86,14 @@ def wait_until(predicate: Any, timeout_s: float = 10.0, interval: float = 0.02) 
     raise TimeoutError("condition not met in time")
 
 
+def comm(pid: int) -> str:
+    """The process's name as the kernel keeps it (its program's, 15 bytes at most); "" once gone."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def start_fake_server(
     spawner: Spawner, tmp: Path, engine: str = "sglang", args: Sequence[str] = (), *,
     log: Path | None = None, env: dict[str, str] | None = None,

@@ -19,7 +19,7 @@ from hangwatch.sources.logfind import (
     find_log,
     pipe_readers,
 )
-from helpers.liveprocs import Spawner, wait_json, wait_until
+from helpers.liveprocs import Spawner, comm, wait_json, wait_until
 
 # The "server": says its pid in a file, writes a line to stderr, then waits.
 WRITER = (
@@ -42,15 +42,8 @@ def start_behind(spawner: Spawner, tmp_path: Path, shell_tail: str) -> int:
     pid = int(wait_json(ready, None, 10.0)["pid"])
     if "|" in shell_tail:
         wait_until(lambda: (readers := pipe_readers(os.readlink(f"/proc/{pid}/fd/2"), exclude=pid))
-                   and _comm(readers[0]) not in ("", "sh", "dash", "bash"))
+                   and comm(readers[0]) not in ("", "sh", "dash", "bash"))
     return pid
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def test_tee_with_a_relative_path(spawner: Spawner, tmp_path: Path) -> None:

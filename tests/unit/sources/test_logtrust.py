@@ -22,7 +22,7 @@ import pytest
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.logfind import RuntimeRoots, find_log, runtime_binary
 from hangwatch.sources.logreader import open_log
-from helpers.liveprocs import Spawner, wait_json, wait_until
+from helpers.liveprocs import Spawner, comm, wait_json, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("gcc") is None,
                                 reason="runs as root (as a DaemonSet does), with unshare and gcc")
@@ -84,15 +84,8 @@ def start(spawner: Spawner, tmp_path: Path, pipeline: str, *, group: Path | None
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_json(ready, None, 10.0)["pid"])
     if reader is not None:
-        wait_until(lambda: _comm(reader_of(pid)) == reader[:15])  # the kernel's comm: 15 bytes
+        wait_until(lambda: comm(reader_of(pid)) == reader[:15])  # the kernel's comm: 15 bytes
     return pid
-
-
-def _comm(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
-    except OSError:
-        return ""
 
 
 def in_private_bin(sleeper: Path, name: str, args: str) -> str:
@@ -227,7 +220,7 @@ def test_a_file_the_servers_user_cannot_read_is_not_read(spawner: Spawner, tmp_p
     script = f"echo $$ > {ready}; exec setpriv --reuid=65534 --regid=65534 --clear-groups sh -c {shlex.quote(server)}"
     spawner.start(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(secret_file, "ab"))
     pid = int(wait_until(lambda: ready.exists() and ready.read_text().strip()))
-    wait_until(lambda: Path(f"/proc/{pid}/comm").read_text().strip() == "sleep")
+    wait_until(lambda: comm(pid) == "sleep")
     found = find_log(pid)
     assert found.guard is not None and found.guard.uid == 65534
     # WHEN it is opened, THEN refused: root never reads for the API what the server's user could not
@@ -247,7 +240,7 @@ def start_as_nobody(spawner: Spawner, tmp_path: Path, pipeline: str, reader: str
     writer = f"sh -c {shlex.quote(f'echo $$ > {pidfile}; exec {NOBODY} sh -c {shlex.quote(server)}')}"
     spawner.start(["sh", "-c", f"{writer} 2>&1 {pipeline}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
-    wait_until(lambda: _comm(pid) == "sleep" and _comm(reader_of(pid)) == reader)
+    wait_until(lambda: comm(pid) == "sleep" and comm(reader_of(pid)) == reader)
     return pid
 
 
