@@ -36,6 +36,8 @@ pytestmark = [
 
 
 SCENARIO = "tp2-one-rank-loading"
+# on the worker that holds the run; each test also asks for `held_lab`, which stops the run after the
+# last test that asks for it
 HELD = pytest.mark.xdist_group(HELD_PREFIX + SCENARIO)
 
 
