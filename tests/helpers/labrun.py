@@ -81,8 +81,9 @@ class HeldScenarios:
     def events(self, scenario: str) -> list[dict[str, Any]]:
         """The events the held run printed up to its onset (lab/run.py prints one JSON line each, and
         the onset's before it writes the onset file): e.g. each node's `launched`, with its pid and log."""
-        proc = self._runs[scenario][0] if scenario in self._runs else None
-        assert proc is not None and proc.stdout is not None, f"{scenario} is not held"
+        assert scenario in self._runs, f"{scenario} is not held"
+        proc = self._runs[scenario][0]
+        assert proc.stdout is not None
         seen = self._events.setdefault(scenario, [])
         while not any(event.get("event") == "onset" for event in seen):
             line = proc.stdout.readline()

@@ -94,6 +94,15 @@ def comm(pid: int) -> str:
         return ""
 
 
+def pipe_reader(pid: int) -> int:
+    """The process reading the pipe that `pid`'s stderr goes into (waited for: a pipeline starts its
+    members at once)."""
+    from hangwatch.sources.logfind import pipe_readers
+
+    link = os.readlink(f"/proc/{pid}/fd/2")
+    return int(wait_until(lambda: pipe_readers(link, exclude=pid))[0])
+
+
 def start_fake_server(
     spawner: Spawner, tmp: Path, engine: str = "sglang", args: Sequence[str] = (), *,
     log: Path | None = None, env: dict[str, str] | None = None,

@@ -63,6 +63,10 @@ def _exc_name(failure: Failure) -> str:
     return (failure.exc_type or "").rsplit(".", 1)[-1]
 
 
+def _is_interrupt(failure: Failure) -> bool:
+    return not failure.warning and _exc_name(failure) in _STOP_EXCEPTIONS
+
+
 def stop_facts(ctx: Context) -> tuple[Fact, ...]:
     facts: list[Fact] = []
     if ctx.evidence.stop:
@@ -76,15 +80,14 @@ def stop_facts(ctx: Context) -> tuple[Fact, ...]:
         elif proc.exit_code == 0:
             facts.append(Fact(f"{_who(proc)} exited with status 0: the engine shut down cleanly", Source("procs.json")))
     fatal = [f for f in ctx.failures if not f.warning]
-    if fatal and _exc_name(fatal[-1]) in _STOP_EXCEPTIONS:
-        last = fatal[-1]
+    if fatal and _is_interrupt(last := fatal[-1]):
         facts.append(Fact(f"the log ends in `{last.text}`: an interrupt", Source("server.log", last.lineno)))
     return tuple(facts)
 
 
 def crash_facts(ctx: Context) -> tuple[Fact, ...]:
     facts: list[Fact] = []
-    interrupted = any(not f.warning and _exc_name(f) in _STOP_EXCEPTIONS for f in ctx.failures)
+    interrupted = any(_is_interrupt(f) for f in ctx.failures)
     for proc in ctx.evidence.procs:
         if proc.alive or proc.peer or proc.role not in (*rank_roles(), "launcher"):
             continue

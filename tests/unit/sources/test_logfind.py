@@ -19,7 +19,7 @@ from hangwatch.sources.logfind import (
     find_log,
     pipe_readers,
 )
-from helpers.liveprocs import Spawner, comm, wait_json, wait_until
+from helpers.liveprocs import Spawner, comm, pipe_reader, wait_json, wait_until
 
 # The "server": says its pid in a file, writes a line to stderr, then waits.
 WRITER = (
@@ -41,8 +41,7 @@ def start_behind(spawner: Spawner, tmp_path: Path, shell_tail: str) -> int:
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_json(ready, None, 10.0)["pid"])
     if "|" in shell_tail:
-        wait_until(lambda: (readers := pipe_readers(os.readlink(f"/proc/{pid}/fd/2"), exclude=pid))
-                   and comm(readers[0]) not in ("", "sh", "dash", "bash"))
+        wait_until(lambda: comm(pipe_reader(pid)) not in ("", "sh", "dash", "bash"))
     return pid
 
 

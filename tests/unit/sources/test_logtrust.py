@@ -22,7 +22,7 @@ import pytest
 from hangwatch.errors import SourceUnavailable
 from hangwatch.sources.logfind import RuntimeRoots, find_log, runtime_binary
 from hangwatch.sources.logreader import open_log
-from helpers.liveprocs import Spawner, comm, wait_json, wait_until
+from helpers.liveprocs import Spawner, comm, pipe_reader, wait_json, wait_until
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None or shutil.which("gcc") is None,
                                 reason="runs as root (as a DaemonSet does), with unshare and gcc")
@@ -84,7 +84,7 @@ def start(spawner: Spawner, tmp_path: Path, pipeline: str, *, group: Path | None
                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_json(ready, None, 10.0)["pid"])
     if reader is not None:
-        wait_until(lambda: comm(reader_of(pid)) == reader[:15])  # the kernel's comm: 15 bytes
+        wait_until(lambda: comm(pipe_reader(pid)) == reader[:15])  # the kernel's comm: 15 bytes
     return pid
 
 
@@ -93,13 +93,6 @@ def in_private_bin(sleeper: Path, name: str, args: str) -> str:
     script = (f"mount -t tmpfs -o mode=755 tmpfs /usr/local/bin && cp {sleeper} /usr/local/bin/{name} && "
               f"chmod 755 /usr/local/bin/{name} && exec /usr/local/bin/{name} {args}")
     return f"| unshare -m sh -c {shlex.quote(script)}"
-
-
-def reader_of(pid: int) -> int:
-    link = os.readlink(f"/proc/{pid}/fd/2")
-    from hangwatch.sources.logfind import pipe_readers
-
-    return wait_until(lambda: pipe_readers(link, exclude=pid))[0]
 
 
 def no_secret_read(pid: int, roots: RuntimeRoots) -> str:
@@ -124,7 +117,7 @@ def test_a_reader_named_conmon_is_not_a_runtime(spawner: Spawner, tmp_path: Path
     shutil.copy(sleeper, fake)
     pid = start(spawner, tmp_path, f"| {fake} --cid {'ab' * 32} -l {secret_file}", reader="conmon")
     # WHEN its log is looked for, THEN the reader's name and flags are not believed
-    assert runtime_binary(reader_of(pid)) is None
+    assert runtime_binary(pipe_reader(pid)) is None
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), pods=str(secret_file.parent.parent)))
     assert "not a container runtime" in why
 
@@ -135,7 +128,7 @@ def test_a_root_owned_runtime_binary_of_another_container_is_not_believed(
     cid, group = cgroup
     other = "cd" * 32
     pid = start(spawner, tmp_path, in_private_bin(sleeper, "conmon", f"--cid {other} -l {secret_file}"), group=group, reader="conmon")
-    assert runtime_binary(reader_of(pid)) == "conmon"
+    assert runtime_binary(pipe_reader(pid)) == "conmon"
     why = no_secret_read(pid, RuntimeRoots(docker=str(tmp_path / "none"), pods=str(secret_file.parent.parent)))
     assert f"names container {other[:12]}, not the server's" in why
 
@@ -240,7 +233,7 @@ def start_as_nobody(spawner: Spawner, tmp_path: Path, pipeline: str, reader: str
     writer = f"sh -c {shlex.quote(f'echo $$ > {pidfile}; exec {NOBODY} sh -c {shlex.quote(server)}')}"
     spawner.start(["sh", "-c", f"{writer} 2>&1 {pipeline}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     pid = int(wait_until(lambda: pidfile.exists() and pidfile.read_text().strip()))
-    wait_until(lambda: comm(pid) == "sleep" and comm(reader_of(pid)) == reader)
+    wait_until(lambda: comm(pid) == "sleep" and comm(pipe_reader(pid)) == reader[:15])
     return pid
 
 
